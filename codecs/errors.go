@@ -1,0 +1,17 @@
+package codecs
+
+import "errors"
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	ErrUnknownDType  = errors.New("codecs: unknown dtype")
+	ErrUnknownFormat = errors.New("codecs: unknown format")
+	// ErrDims: the tensor's shape does not fit the format (e.g. K not a multiple of the group).
+	ErrDims = errors.New("codecs: shape not supported by format")
+	// ErrShape: a shape is malformed (negative dimension, overflow, too many dimensions).
+	ErrShape = errors.New("codecs: invalid shape")
+	// ErrNonFinite: the source holds a NaN or an infinity.
+	ErrNonFinite = errors.New("codecs: non-finite source value")
+	// ErrBuffer: a buffer handed to an encoder or decoder has the wrong length.
+	ErrBuffer = errors.New("codecs: buffer length mismatch")
+)
