@@ -1,0 +1,85 @@
+package testmodel
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The blob names in hub.json are content hashes: sha256 for safetensors
+// (LFS) files, git blob sha1 for the small files. Checking them proves the
+// embedded files are the ones the fixture was made with.
+func TestBlobNamesAreContentHashes(t *testing.T) {
+	h := HubInfo()
+	if len(h.Blobs) != len(FileNames()) {
+		t.Fatalf("hub.json names %d blobs, snapshot has %d files", len(h.Blobs), len(FileNames()))
+	}
+	for _, name := range FileNames() {
+		b, err := ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if strings.HasSuffix(name, ".safetensors") {
+			s := sha256.Sum256(b)
+			got = hex.EncodeToString(s[:])
+		} else {
+			s := sha1.Sum(append([]byte(fmt.Sprintf("blob %d\x00", len(b))), b...))
+			got = hex.EncodeToString(s[:])
+		}
+		if got != h.Blobs[name] {
+			t.Errorf("%s: content hash %s, hub.json says %s", name, got, h.Blobs[name])
+		}
+	}
+}
+
+func TestWriteHubCacheLayout(t *testing.T) {
+	root := t.TempDir()
+	snap, err := WriteHubCache(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := HubInfo()
+	ref, err := os.ReadFile(filepath.Join(root, "models--dgq-test--diffusiongemma-tiny", "refs", "main"))
+	if err != nil || string(ref) != h.Revision {
+		t.Fatalf("refs/main = %q, %v", ref, err)
+	}
+	for _, name := range FileNames() {
+		p := filepath.Join(snap, name)
+		target, err := os.Readlink(p)
+		if err != nil {
+			t.Fatalf("%s is not a symlink: %v", name, err)
+		}
+		if filepath.IsAbs(target) || !strings.HasPrefix(target, "../../blobs/") {
+			t.Errorf("%s links to %q, want a relative link into blobs/", name, target)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ReadFile(name)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: content differs through the symlink", name)
+		}
+	}
+}
+
+func TestWriteSnapshot(t *testing.T) {
+	dir, err := WriteSnapshot(filepath.Join(t.TempDir(), "snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 9 {
+		t.Fatalf("snapshot has %d entries (%v), want 9", len(entries), err)
+	}
+	if _, err := ReadReference("reference.safetensors"); err != nil {
+		t.Fatal(err)
+	}
+}
