@@ -15,3 +15,7 @@ var (
 	// ErrBuffer: a buffer handed to an encoder or decoder has the wrong length.
 	ErrBuffer = errors.New("codecs: buffer length mismatch")
 )
+
+// ErrNeedScan: EncodeRows was called on an encoder that needs a tensor
+// statistic (nvfp4's amax) before SetAmax.
+var ErrNeedScan = errors.New("codecs: encoder needs SetAmax before EncodeRows")

@@ -1,0 +1,150 @@
+package codecs
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// nvfp4: E2M1 codes in 16-element blocks, one E4M3 block scale per block and
+// one float32 global scale per tensor (ModelOpt's weight_scale_2):
+//
+//	scale_2 = amax(tensor) / (6·448)          (1 when that is 0 or not finite)
+//	s       = E4M3(amax(block) / (6·scale_2)) (RNE, saturating at 448)
+//	code    = E2M1(x / (s·scale_2))           (nearest, ties to the even code, saturating at 6)
+//	dec     = float32(float32(e2m1·s)·scale_2)
+//
+// The encoder improves on plain ModelOpt by also trying the two E4M3 codes
+// next to s for every block and keeping the one with the smallest squared
+// error (ties keep s). A block scale of 0 decodes the whole block to 0.
+
+// e2m1Values are the values of the 16 E2M1 codes (code = sign<<3 | index).
+var e2m1Values = [16]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6}
+
+func init() { e2m1Values[8] = float32(math.Copysign(0, -1)) }
+
+// E2M1Code rounds v to the nearest E2M1 value with ties to the even code,
+// saturating at ±6; the result is sign<<3 | magnitude index. Zero
+// magnitudes get code 0 (no negative zero); NaN gives 0.
+func E2M1Code(v float32) uint8 {
+	a := float32(math.Abs(float64(v)))
+	var i uint8
+	switch {
+	case !(a > 0.25):
+		return 0
+	case a < 0.75:
+		i = 1
+	case a <= 1.25:
+		i = 2
+	case a < 1.75:
+		i = 3
+	case a <= 2.5:
+		i = 4
+	case a < 3.5:
+		i = 5
+	case a <= 5:
+		i = 6
+	default:
+		i = 7
+	}
+	if v < 0 {
+		i |= 8
+	}
+	return i
+}
+
+// E2M1ToFloat32 decodes the low nibble of c.
+func E2M1ToFloat32(c uint8) float32 { return e2m1Values[c&15] }
+
+// nvfp4Scale2 is the global scale for a tensor amax.
+func nvfp4Scale2(amax float32) float32 {
+	s := amax / (6 * E4M3Max)
+	if !(s > 0) || s > math.MaxFloat32 {
+		return 1
+	}
+	return s
+}
+
+// nvfp4BlockErr quantizes one block with E4M3 scale code sc and returns the
+// squared error; codes (if non-nil) receives the codes.
+func nvfp4BlockErr(x []float32, sc uint8, scale2 float32, codes *[16]uint8) float32 {
+	s8 := E4M3ToFloat32(sc)
+	den := float32(s8 * scale2)
+	var e float32
+	for j, v := range x {
+		var c uint8
+		if den != 0 {
+			c = E2M1Code(v / den)
+		}
+		d := float32(float32(e2m1Values[c]*s8)*scale2) - v
+		e += d * d
+		if codes != nil {
+			codes[j] = c
+		}
+	}
+	return e
+}
+
+// nvfp4Block chooses the scale code of one 16-element block.
+func nvfp4Block(x []float32, scale2 float32) uint8 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	sc := Float32ToE4M3(amax / float32(6*scale2))
+	if amax == 0 {
+		return sc
+	}
+	best, be := sc, nvfp4BlockErr(x, sc, scale2, nil)
+	for _, c := range [2]int{int(sc) - 1, int(sc) + 1} {
+		if c < 0 || c > e4m3MaxCode {
+			continue
+		}
+		if e := nvfp4BlockErr(x, uint8(c), scale2, nil); e < be {
+			best, be = uint8(c), e
+		}
+	}
+	return best
+}
+
+// encodeNVFP4 encodes n rows.
+func encodeNVFP4(e *Encoder, codes, scales, src []byte, r0, n int64) (Stats, error) {
+	k := e.m.K
+	if i := firstNonFinite(e.dt, src); i >= 0 {
+		return Stats{}, nonFiniteAt(r0, k, int64(i))
+	}
+	es := int64(e.dt.Size())
+	var x [16]float32
+	var c [16]uint8
+	var st Stats
+	for b := range n * k / 16 {
+		toFloat32(e.dt, src[b*16*es:], x[:])
+		sc := nvfp4Block(x[:], e.scale2)
+		nvfp4BlockErr(x[:], sc, e.scale2, &c)
+		scales[b] = sc
+		for j := 0; j < 16; j += 2 {
+			codes[b*8+int64(j/2)] = c[j] | c[j+1]<<4
+		}
+		s8 := E4M3ToFloat32(sc)
+		for j, v := range x {
+			st.add(float32(float32(e2m1Values[c[j]]*s8)*e.scale2), v)
+		}
+	}
+	return st, nil
+}
+
+// decodeNVFP4 decodes rows [r0, r0+n) of a whole encoded nvfp4 tensor.
+func decodeNVFP4(planes []Plane, k int64, enc []byte, r0, n int64, dst []float32) {
+	codes := enc[planes[0].Offset:]
+	scales := enc[planes[1].Offset:]
+	scale2 := math.Float32frombits(binary.LittleEndian.Uint32(enc[planes[2].Offset:]))
+	b0 := r0 * k / 16
+	for b := range n * k / 16 {
+		s8 := E4M3ToFloat32(scales[b0+b])
+		out := dst[b*16 : b*16+16]
+		for j := range 8 {
+			c := codes[(b0+b)*8+int64(j)]
+			out[2*j] = float32(float32(e2m1Values[c&15]*s8) * scale2)
+			out[2*j+1] = float32(float32(e2m1Values[c>>4]*s8) * scale2)
+		}
+	}
+}
