@@ -1,0 +1,38 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dgq-dev/dgq/dgq"
+)
+
+func newAuditCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "audit PACK [--json]",
+		Short: "Check every rule of the format and every digest; exit 0 only when the pack is clean",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := dgq.Audit(e.ctx, args[0], dgq.AuditOptions{Progress: newProgress(e)})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := writeJSON(e.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				renderAudit(e.stdout, args[0], rep)
+			}
+			if !rep.OK {
+				err := fmt.Errorf("audit of %s found %d problem(s)", args[0], len(rep.Findings))
+				return &codedError{err: err, code: exitInvalid, silent: asJSON}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print {ok, findings} as JSON")
+	return c
+}

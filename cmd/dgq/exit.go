@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+
+	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/layout"
+)
+
+// Exit codes (documented in docs/cli.md).
+const (
+	exitOK       = 0
+	exitFailure  = 1 // anything not classified below
+	exitUsage    = 2 // bad flags or arguments, output exists without --force
+	exitInvalid  = 3 // invalid or corrupt input: source snapshot, config, pack; audit findings
+	exitStale    = 4 // stale or incomplete Hugging Face cache (reserved for cache resolution)
+	exitIO       = 5 // I/O failure: unreadable/unwritable files, disk full
+	exitCanceled = 130
+)
+
+// codedError carries an explicit exit code; silent ones have already been
+// reported on stdout (e.g. an audit with findings).
+type codedError struct {
+	err    error
+	code   int
+	silent bool
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+func usageErr(err error) error { return &codedError{err: err, code: exitUsage} }
+
+var usageErrors = []error{
+	dgq.ErrUsage, dgq.ErrExists, layout.ErrProfile, layout.ErrTarget, layout.ErrLocked,
+	layout.ErrExpertFormats, codecs.ErrUnknownFormat,
+}
+
+var invalidErrors = []error{
+	dgq.ErrSource, dgq.ErrManifest, dgq.ErrInvalid, dgq.ErrVersion, dgq.ErrLayered,
+	hfcache.ErrSafetensors, hfcache.ErrIndex, hfcache.ErrInventory, hfcache.ErrMissingFile,
+	layout.ErrConfig, layout.ErrInventory, layout.ErrDims, layout.ErrUnknownTensor, layout.ErrDuplicate,
+	codecs.ErrNonFinite,
+}
+
+func exitCode(err error) int {
+	var ce *codedError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	if errors.Is(err, context.Canceled) {
+		return exitCanceled
+	}
+	for _, target := range usageErrors {
+		if errors.Is(err, target) {
+			return exitUsage
+		}
+	}
+	for _, target := range invalidErrors {
+		if errors.Is(err, target) {
+			return exitInvalid
+		}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return exitIO
+	}
+	return exitFailure
+}

@@ -1,0 +1,17 @@
+// Command dgq quantizes DiffusionGemma Hugging Face checkpoints into .dgq
+// packs, inspects and audits packs. Run `dgq --help` for the commands.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/dgq-dev/dgq/dgq"
+)
+
+func newQuantizeCmd(e *env) *cobra.Command {
+	var o dgq.QuantizeOptions
+	c := &cobra.Command{
+		Use:   "quantize --profile P -m SNAPSHOT_DIR -o OUT [--set class=format ...]",
+		Short: "Quantize a Hugging Face snapshot into a self-contained .dgq pack",
+		Long: `quantize streams a DiffusionGemma snapshot (config.json + safetensors shards) into a pack in one pass.
+
+Profiles: bf16 (nothing quantized), q4, q5, q6 (experts in that format, sc q8), nvfp4 (experts, attn,
+dense and sc in nvfp4), nvfp4x (q4 with experts nvfp4). --set class=format (repeatable) overrides a
+class: experts, experts.gate_up, experts.down, attn, dense, sc, vision; formats raw, q8, q4, q5, q6,
+nvfp4. embed, router, norm and layer_scalar are locked to raw. Every refusal happens before the output
+exists.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Progress = newProgress(e)
+			res, err := dgq.Quantize(e.ctx, o)
+			if err != nil {
+				return err
+			}
+			renderQuantize(e.stdout, o, res)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Profile, "profile", "", "quantization profile: bf16, q4, q5, q6, nvfp4, nvfp4x (required)")
+	f.StringArrayVar(&o.Sets, "set", nil, "override a class: class=format (repeatable)")
+	f.StringVarP(&o.Source, "model", "m", "", "source snapshot directory (required)")
+	f.StringVarP(&o.Out, "out", "o", "", "output pack directory (required unless --dry-run)")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print the per-class plan (tensors, parameters, bytes, bits per weight) and write nothing")
+	f.StringVar(&o.ReportPath, "report", "", "write per-tensor relative RMSE and max abs error as JSON to this file")
+	f.BoolVar(&o.Force, "force", false, "replace an existing pack at the output path")
+	f.IntVar(&o.Workers, "workers", 0, "encoding goroutines (0 = all cores)")
+	_ = c.MarkFlagRequired("profile")
+	_ = c.MarkFlagRequired("model")
+	c.PreRunE = func(*cobra.Command, []string) error {
+		if !o.DryRun && o.Out == "" {
+			return usageErr(errMissingOut)
+		}
+		return nil
+	}
+	return c
+}

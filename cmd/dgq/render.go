@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/layout"
+)
+
+var (
+	errMissingOut  = errors.New("quantize: -o OUT is required (or use --dry-run)")
+	errAuditFailed = errors.New("demo: the audit of the fresh pack found problems")
+)
+
+func versionString() string {
+	v := dgq.Version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return v
+}
+
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+func renderSummary(w io.Writer, rows []layout.ClassSummary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tformat\ttensors\tparams\tbytes\tbits/weight\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t\n", r.Class, r.Format, r.Tensors, r.Params, r.Bytes, r.BitsPerWeight)
+	}
+	tw.Flush()
+}
+
+func renderQuantize(w io.Writer, o dgq.QuantizeOptions, res *dgq.QuantizeResult) {
+	renderSummary(w, res.Summary)
+	if o.DryRun {
+		fmt.Fprintf(w, "dry run: %d tensors, blob %d bytes, expert_split %d; nothing written\n", len(res.Plan.Entries), res.Plan.BlobSize, res.Plan.ExpertSplit)
+		return
+	}
+	if len(res.Report.Classes) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "class\ttensors\trel RMSE\tmax abs err\t")
+		for _, c := range res.Report.Classes {
+			fmt.Fprintf(tw, "%s\t%d\t%.4g\t%.4g\t\n", c.Class, c.Tensors, c.RelRMSE, c.MaxAbsErr)
+		}
+		tw.Flush()
+	}
+	secs := res.Elapsed.Seconds()
+	fmt.Fprintf(w, "wrote %s: %d tensors, %d bytes from %d source bytes in %s (%.1f MB/s of source)\n",
+		o.Out, len(res.Manifest.Tensors), res.Manifest.BlobSize, res.SourceBytes, res.Elapsed.Round(time.Millisecond), float64(res.SourceBytes)/1e6/max(secs, 1e-9))
+	if o.ReportPath != "" {
+		fmt.Fprintf(w, "report: %s\n", o.ReportPath)
+	}
+}
+
+func renderInspect(w io.Writer, dir string, info *dgq.PackInfo) {
+	fmt.Fprintf(w, "pack %s\n", dir)
+	fmt.Fprintf(w, "  format_version %d, profile %s, generator %q, layered %v\n", info.FormatVersion, info.Profile, info.Generator, info.Layered)
+	for _, o := range info.Overrides {
+		fmt.Fprintf(w, "  override %s=%s\n", o.Target, o.Format)
+	}
+	fmt.Fprintf(w, "  blob %s: %d bytes, expert_split %d\n", info.Blob, info.BlobSize, info.ExpertSplit)
+	if info.Source != nil && info.Source.Path != "" {
+		fmt.Fprintf(w, "  source %s\n", info.Source.Path)
+	}
+	renderSummary(w, info.Summary)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "offset\tsize\tclass\tformat\tdtype\tshape\tname")
+	for _, t := range info.Tensors {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%v\t%s\n", t.Offset, t.Size, t.Class, t.Format, t.DType, t.Shape, t.Name)
+	}
+	tw.Flush()
+	if len(info.Findings) > 0 {
+		fmt.Fprintf(w, "%d rule violation(s); run dgq audit %s for details\n", len(info.Findings), dir)
+	}
+}
+
+func renderAudit(w io.Writer, dir string, rep *dgq.AuditReport) {
+	if rep.OK {
+		fmt.Fprintf(w, "audit %s: ok (every rule and every digest checked)\n", dir)
+		return
+	}
+	fmt.Fprintf(w, "audit %s: %d problem(s)\n", dir, len(rep.Findings))
+	for _, f := range rep.Findings {
+		fmt.Fprintf(w, "  %s\n", f)
+	}
+}
+
+func renderDemo(w io.Writer, res *dgq.DemoResult) {
+	fmt.Fprintf(w, "== quantize: %s -> %s\n", res.Source, res.Out)
+	renderQuantize(w, dgq.QuantizeOptions{Out: res.Out}, res.Quantize)
+	fmt.Fprintln(w, "\n== inspect")
+	renderSummary(w, res.Inspect.Summary)
+	fmt.Fprintf(w, "%d tensors, blob %d bytes, expert_split %d\n", len(res.Inspect.Tensors), res.Inspect.BlobSize, res.Inspect.ExpertSplit)
+	fmt.Fprintln(w, "\n== audit")
+	renderAudit(w, res.Out, res.Audit)
+}

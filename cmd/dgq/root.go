@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// env is what every command needs besides its flags.
+type env struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+	// interactive: stderr is a terminal, so progress bars are drawn.
+	interactive bool
+}
+
+// run executes the command line and returns the process exit code. Tests
+// call it in-process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, interactive: isTerminal(stderr)}
+	root := newRoot(e)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ce *codedError
+	if errors.As(err, &ce) && ce.silent {
+		return ce.code
+	}
+	fmt.Fprintln(stderr, "dgq: "+oneLine(strings.TrimPrefix(err.Error(), "dgq: ")))
+	return exitCode(err)
+}
+
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dgq",
+		Short: "Quantize DiffusionGemma checkpoints into .dgq packs, inspect and audit them",
+		Long: `dgq streams a Hugging Face DiffusionGemma snapshot into a quantized .dgq pack in one pass,
+and inspects and audits packs. Every bad input is refused with a one-line error naming the problem.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       versionString(),
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErr(fmt.Errorf("%w (see dgq %s --help)", err, c.Name()))
+	})
+	root.AddCommand(newQuantizeCmd(e), newInspectCmd(e), newAuditCmd(e), newDemoCmd(e))
+	for _, c := range root.Commands() {
+		c.Args = wrapArgs(c.Args)
+	}
+	return root
+}
+
+// wrapArgs turns cobra's positional-argument errors into usage errors.
+func wrapArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	if check == nil {
+		return nil
+	}
+	return func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return usageErr(fmt.Errorf("%s: %w (see dgq %s --help)", c.Name(), err, c.Name()))
+		}
+		return nil
+	}
+}
+
+// oneLine keeps an error message on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}

@@ -1,0 +1,181 @@
+package dgq
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/zeebo/blake3"
+)
+
+// AuditReport lists every problem found in a pack; OK is true only when
+// there are none.
+type AuditReport struct {
+	OK       bool      `json:"ok"`
+	Findings []Finding `json:"findings"`
+}
+
+// AuditOptions configures Audit.
+type AuditOptions struct {
+	Workers  int // hashing goroutines; 0 = GOMAXPROCS
+	Progress Progress
+}
+
+// Audit checks every rule of the format and every digest of the pack in dir,
+// in parallel, and reports all findings rather than stopping at the first.
+// The returned error is non-nil only when the audit itself could not run
+// (e.g. it was cancelled); a broken pack is a report with findings.
+func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return reportOf([]Finding{{Kind: KindManifest, Message: err.Error()}}), nil
+	}
+	var findings []Finding
+	blobPath := filepath.Join(dir, filepath.Base(m.Blob))
+	blobSize := int64(-1)
+	var blob []byte
+	if f, err := os.Open(blobPath); err != nil {
+		findings = append(findings, Finding{Kind: KindBlob, Message: fmt.Sprintf("blob %s cannot be opened: %v", m.Blob, err)})
+	} else {
+		defer f.Close()
+		if st, err := f.Stat(); err != nil {
+			findings = append(findings, Finding{Kind: KindBlob, Message: err.Error()})
+		} else {
+			blobSize = st.Size()
+			if blob, err = mapFile(f, blobSize); err != nil {
+				findings = append(findings, Finding{Kind: KindBlob, Message: err.Error()})
+				blob = nil
+			} else {
+				defer unmapFile(blob)
+			}
+		}
+	}
+	findings = append(findings, Validate(m, blobSize)...)
+	findings = append(findings, auditSideFiles(dir, m)...)
+	if m.Layered() {
+		findings = append(findings, Finding{Kind: KindSource, Message: "layered pack: its external sources cannot be verified by this build"})
+	} else if blob != nil {
+		df, err := auditDigests(ctx, m, blob, opts)
+		if err != nil {
+			return nil, err
+		}
+		findings = append(findings, df...)
+	}
+	return reportOf(findings), nil
+}
+
+func reportOf(findings []Finding) *AuditReport {
+	if findings == nil {
+		findings = []Finding{}
+	}
+	return &AuditReport{OK: len(findings) == 0, Findings: findings}
+}
+
+// auditDigests hashes every tensor whose bounds are sound and reports each
+// mismatch with the tensor's name.
+func auditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptions) ([]Finding, error) {
+	type job struct{ i int }
+	var idx []int
+	var total int64
+	for i, t := range m.Tensors {
+		if t.Offset >= 0 && t.Size >= 0 && t.Offset <= int64(len(blob)) && t.Size <= int64(len(blob))-t.Offset && isHexDigest(t.Digest) {
+			idx = append(idx, i)
+			total += t.Size
+		}
+	}
+	// Largest first keeps the workers balanced.
+	sort.SliceStable(idx, func(a, b int) bool { return m.Tensors[idx[a]].Size > m.Tensors[idx[b]].Size })
+	prog := progressOrNop(opts.Progress)
+	prog.Start("audit", total)
+	defer prog.Finish()
+	adviseSequential(blob)
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var findings []Finding
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				t := m.Tensors[i]
+				got := hashRegion(blob[t.Offset : t.Offset+t.Size])
+				mu.Lock()
+				if got != t.Digest {
+					findings = append(findings, Finding{Tensor: t.Name, Kind: KindDigest, Message: fmt.Sprintf("content digest %s does not match the manifest's %s (bytes [%d, %d) altered)", got[:16], t.Digest[:16], t.Offset, t.Offset+t.Size)})
+				}
+				prog.Add(t.Size)
+				mu.Unlock()
+			}
+		}()
+	}
+	var err error
+feed:
+	for _, i := range idx {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(findings, func(a, b int) bool { return findings[a].Tensor < findings[b].Tensor })
+	return findings, nil
+}
+
+func hashRegion(b []byte) string {
+	h := blake3.New()
+	const step = 16 << 20
+	for off := 0; off < len(b); off += step {
+		h.Write(b[off:min(off+step, len(b))])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// auditSideFiles checks that every copied file is present and unaltered.
+func auditSideFiles(dir string, m *Manifest) []Finding {
+	var out []Finding
+	for _, sf := range m.Files {
+		if sf.Name != filepath.Base(sf.Name) {
+			continue // reported by Validate
+		}
+		f, err := os.Open(filepath.Join(dir, sf.Name))
+		if err != nil {
+			msg := fmt.Sprintf("side file %s: %v", sf.Name, err)
+			if errors.Is(err, fs.ErrNotExist) {
+				msg = fmt.Sprintf("side file %s is missing", sf.Name)
+			}
+			out = append(out, Finding{Kind: KindFile, Message: msg})
+			continue
+		}
+		h := blake3.New()
+		n, err := io.Copy(h, io.LimitReader(f, maxSideFileBytes+1))
+		f.Close()
+		switch {
+		case err != nil:
+			out = append(out, Finding{Kind: KindFile, Message: fmt.Sprintf("side file %s: %v", sf.Name, err)})
+		case n != sf.Size:
+			out = append(out, Finding{Kind: KindFile, Message: fmt.Sprintf("side file %s is %d bytes, manifest says %d", sf.Name, n, sf.Size)})
+		case hex.EncodeToString(h.Sum(nil)) != sf.Digest:
+			out = append(out, Finding{Kind: KindFile, Message: fmt.Sprintf("side file %s does not match its digest", sf.Name)})
+		}
+	}
+	return out
+}

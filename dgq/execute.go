@@ -1,0 +1,295 @@
+package dgq
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/layout"
+)
+
+// chunkElements is the target number of elements encoded by one work item.
+const chunkElements = 1 << 20
+
+// rawChunkBytes is the size of one verbatim copy step.
+const rawChunkBytes = 8 << 20
+
+// TensorStats is the measured error of one written tensor.
+type TensorStats struct {
+	Name   string
+	Class  layout.Class
+	Format codecs.Format
+	Stats  codecs.Stats
+}
+
+// executor writes the planned tensors into the blob. It decides nothing: the
+// plan says what goes where.
+type executor struct {
+	blob     *os.File
+	workers  int
+	progress Progress
+}
+
+// run writes every entry of the plan and returns the manifest entries (with
+// digests) and error statistics, in plan order.
+func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]hfcache.TensorRef) ([]Tensor, []TensorStats, error) {
+	tensors := make([]Tensor, len(plan.Entries))
+	stats := make([]TensorStats, len(plan.Entries))
+	for i, e := range plan.Entries {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		ref := refs[e.Name]
+		if i+1 < len(plan.Entries) {
+			next := refs[plan.Entries[i+1].Name]
+			next.Shard.WillNeed(next.Offset, next.Size)
+		}
+		var (
+			digest string
+			st     codecs.Stats
+			err    error
+		)
+		if e.Format == codecs.Raw {
+			digest, st, err = x.writeRaw(ctx, e, ref.Bytes())
+		} else {
+			digest, st, err = x.writeEncoded(ctx, e, ref.Bytes())
+		}
+		ref.Shard.Release(ref.Offset, ref.Size)
+		if err != nil {
+			return nil, nil, err
+		}
+		tensors[i] = Tensor{Name: e.Name, Class: e.Class, Format: e.Format, DType: e.DType, Shape: e.Shape, Offset: e.Offset, Size: e.Size, Digest: digest}
+		stats[i] = TensorStats{Name: e.Name, Class: e.Class, Format: e.Format, Stats: st}
+	}
+	return tensors, stats, nil
+}
+
+// writeRaw copies the source bytes verbatim, refusing non-finite values.
+func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte) (string, codecs.Stats, error) {
+	if int64(len(src)) != e.Size {
+		return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: source holds %d bytes, plan expects %d", ErrSource, e.Name, len(src), e.Size)
+	}
+	h := blake3.New()
+	var st codecs.Stats
+	for off := 0; off < len(src); off += rawChunkBytes {
+		if err := ctx.Err(); err != nil {
+			return "", st, err
+		}
+		chunk := src[off:min(off+rawChunkBytes, len(src))]
+		if err := codecs.CheckFinite(e.DType, chunk); err != nil {
+			return "", st, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
+		}
+		if _, err := x.blob.WriteAt(chunk, e.Offset+int64(off)); err != nil {
+			return "", st, fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
+		}
+		h.Write(chunk)
+		x.progress.Add(int64(len(chunk)))
+	}
+	st.N = int64(len(src) / max(e.DType.Size(), 1))
+	return hex.EncodeToString(h.Sum(nil)), st, nil
+}
+
+type chunkResult struct {
+	idx    int
+	r0, n  int64
+	planes [][]byte
+	stats  codecs.Stats
+	err    error
+}
+
+// writeEncoded encodes a tensor in row chunks on all workers. Chunks are
+// committed in row order: the first plane is written (positional write) and
+// hashed as it completes; the later, small planes are collected and written
+// after it, so the digest covers the tensor's bytes front to back.
+func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte) (string, codecs.Stats, error) {
+	m, err := codecs.FlattenShape(e.Shape)
+	if err != nil {
+		return "", codecs.Stats{}, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
+	}
+	rowBytes := m.K * int64(e.DType.Size())
+	if int64(len(src)) != m.Rows*rowBytes {
+		return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: source holds %d bytes, shape %v needs %d", ErrSource, e.Name, len(src), e.Shape, m.Rows*rowBytes)
+	}
+	enc, err := codecs.NewEncoder(e.Format, e.DType, m)
+	if err != nil {
+		return "", codecs.Stats{}, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
+	}
+	rowsPer := max(1, chunkElements/max(m.K, 1))
+	nChunks := int((m.Rows + rowsPer - 1) / rowsPer)
+	if enc.NeedsScan() {
+		amax, err := x.scan(ctx, enc, src, rowBytes, rowsPer, nChunks)
+		if err != nil {
+			return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
+		}
+		enc.SetAmax(amax)
+	}
+	planes := enc.Planes()
+	tail := make([][]byte, len(planes)) // planes after the first, collected in memory
+	for i := 1; i < len(planes); i++ {
+		if planes[i].RowBytes > 0 {
+			tail[i] = make([]byte, planes[i].Size)
+		} else {
+			tail[i] = enc.TensorPlane(i)
+		}
+	}
+	h := blake3.New()
+	var total codecs.Stats
+	commit := func(r chunkResult) error {
+		p0 := planes[0]
+		if _, err := x.blob.WriteAt(r.planes[0], e.Offset+p0.Offset+r.r0*p0.RowBytes); err != nil {
+			return fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
+		}
+		h.Write(r.planes[0])
+		for i := 1; i < len(planes); i++ {
+			if planes[i].RowBytes > 0 {
+				copy(tail[i][r.r0*planes[i].RowBytes:], r.planes[i])
+			}
+		}
+		total.Merge(r.stats)
+		x.progress.Add(r.n * rowBytes)
+		return nil
+	}
+	encodeChunk := func(idx int) chunkResult {
+		r0 := int64(idx) * rowsPer
+		n := min(rowsPer, m.Rows-r0)
+		out := make([][]byte, len(planes))
+		for i, p := range planes {
+			if p.RowBytes > 0 {
+				out[i] = make([]byte, n*p.RowBytes)
+			}
+		}
+		st, err := enc.EncodeRows(out, src[r0*rowBytes:(r0+n)*rowBytes], r0, n)
+		return chunkResult{idx: idx, r0: r0, n: n, planes: out, stats: st, err: err}
+	}
+	if err := x.ordered(ctx, nChunks, encodeChunk, commit); err != nil {
+		if errors.Is(err, codecs.ErrNonFinite) {
+			return "", total, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
+		}
+		return "", total, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
+	}
+	end := planes[0].Size
+	for i := 1; i < len(planes); i++ {
+		if pad := planes[i].Offset - end; pad > 0 {
+			h.Write(make([]byte, pad))
+		}
+		if _, err := x.blob.WriteAt(tail[i], e.Offset+planes[i].Offset); err != nil {
+			return "", total, fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
+		}
+		h.Write(tail[i])
+		end = planes[i].Offset + planes[i].Size
+	}
+	return hex.EncodeToString(h.Sum(nil)), total, nil
+}
+
+// scan computes the tensor's max |x| over all chunks in parallel.
+func (x *executor) scan(ctx context.Context, enc *codecs.Encoder, src []byte, rowBytes, rowsPer int64, nChunks int) (float32, error) {
+	var amax float32
+	rows := int64(len(src)) / max(rowBytes, 1)
+	work := func(idx int) chunkResult {
+		r0 := int64(idx) * rowsPer
+		n := min(rowsPer, rows-r0)
+		a, err := enc.ScanRows(src[r0*rowBytes : (r0+n)*rowBytes])
+		return chunkResult{idx: idx, stats: codecs.Stats{MaxAbsErr: float64(a)}, err: err}
+	}
+	err := x.ordered(ctx, nChunks, work, func(r chunkResult) error {
+		amax = max(amax, float32(r.stats.MaxAbsErr))
+		return nil
+	})
+	return amax, err
+}
+
+// ordered runs work(0..n-1) on the workers and hands the results to commit
+// in index order on the calling goroutine. At most 2·workers results are in
+// flight, which bounds memory. The first error stops everything.
+func (x *executor) ordered(ctx context.Context, n int, work func(int) chunkResult, commit func(chunkResult) error) error {
+	if n == 0 {
+		return nil
+	}
+	workers := x.workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int)
+	results := make(chan chunkResult, workers)
+	slots := make(chan struct{}, 2*workers)
+	var wg sync.WaitGroup
+	go func() {
+		defer close(jobs)
+		for i := 0; i < n; i++ {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r := work(i)
+				select {
+				case results <- r:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+	pending := make(map[int]chunkResult)
+	next := 0
+	var firstErr error
+	for r := range results {
+		if firstErr != nil {
+			continue
+		}
+		if r.err != nil {
+			firstErr = r.err
+			cancel()
+			continue
+		}
+		pending[r.idx] = r
+		for {
+			c, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			if err := commit(c); err != nil {
+				firstErr = err
+				cancel()
+				break
+			}
+			next++
+			<-slots
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if next != n {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("dgq: internal error: %d of %d chunks committed", next, n)
+	}
+	return nil
+}

@@ -1,0 +1,24 @@
+package dgq
+
+// Progress receives progress of long operations. The library calls Start
+// once per phase with the phase's total (bytes), Add as work completes, and
+// Finish when the phase ends. Implementations must be safe for use from one
+// goroutine at a time (the library never calls them concurrently).
+type Progress interface {
+	Start(phase string, total int64)
+	Add(n int64)
+	Finish()
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Start(string, int64) {}
+func (nopProgress) Add(int64)           {}
+func (nopProgress) Finish()             {}
+
+func progressOrNop(p Progress) Progress {
+	if p == nil {
+		return nopProgress{}
+	}
+	return p
+}

@@ -1,0 +1,144 @@
+package dgq
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// CheckOutput refuses an output path that exists unless force is set, and
+// with force refuses anything but an existing pack or an empty directory, so
+// a typo can never delete unrelated data.
+func CheckOutput(out string, force bool) error {
+	if out == "" {
+		return fmt.Errorf("%w: no output directory given (-o)", ErrUsage)
+	}
+	st, err := os.Lstat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dgq: output %s: %w", out, err)
+	}
+	if !force {
+		return fmt.Errorf("%w: %s already exists; pass --force to replace it", ErrExists, out)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: %s exists and is not a directory; refusing to replace it even with --force", ErrExists, out)
+	}
+	if _, err := os.Stat(filepath.Join(out, ManifestName)); err == nil {
+		return nil
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("dgq: output %s: %w", out, err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%w: %s is a non-empty directory that is not a dgq pack; refusing to replace it even with --force", ErrExists, out)
+	}
+	return nil
+}
+
+// staging is a temporary directory beside the output. Everything is written
+// there, synced, and the directory is renamed into place last, so an
+// interrupted run leaves no directory at the output path.
+type staging struct {
+	out, tmp string
+	force    bool
+}
+
+func newStaging(out string, force bool) (*staging, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return nil, fmt.Errorf("dgq: output %s: %w", out, err)
+	}
+	parent := filepath.Dir(abs)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("dgq: create %s: %w", parent, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(abs)+".dgq-tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("dgq: create staging directory in %s: %w", parent, err)
+	}
+	return &staging{out: abs, tmp: tmp, force: force}, nil
+}
+
+func (s *staging) path(name string) string { return filepath.Join(s.tmp, name) }
+
+// writeFile writes and syncs one file of the staging directory.
+func (s *staging) writeFile(name string, data []byte) error {
+	f, err := os.OpenFile(s.path(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("dgq: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("dgq: write %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("dgq: sync %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("dgq: close %s: %w", name, err)
+	}
+	return nil
+}
+
+// publish renames the staging directory to the output. An existing output is
+// re-checked (it may have appeared meanwhile) and replaced only with force.
+func (s *staging) publish() error {
+	if err := syncDir(s.tmp); err != nil {
+		return err
+	}
+	if err := CheckOutput(s.out, s.force); err != nil {
+		return err
+	}
+	if err := replaceDir(s.tmp, s.out); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(s.out))
+}
+
+// abort removes the staging directory.
+func (s *staging) abort() { _ = os.RemoveAll(s.tmp) }
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("dgq: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("dgq: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes path through a synced temporary file in the same
+// directory and a rename.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("dgq: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("dgq: write %s: %w", path, werr)
+	}
+	return syncDir(dir)
+}

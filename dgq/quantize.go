@@ -1,0 +1,234 @@
+package dgq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/layout"
+)
+
+// Version is the dgq version recorded in manifests.
+const Version = "0.1.0-dev"
+
+// QuantizeOptions configures Quantize.
+type QuantizeOptions struct {
+	Source     string   // snapshot directory (config.json + safetensors shards)
+	Out        string   // pack directory to create
+	Profile    string   // bf16, q4, q5, q6, nvfp4, nvfp4x
+	Sets       []string // --set class=format overrides, in order
+	DryRun     bool     // plan only: no output is written
+	ReportPath string   // write a per-tensor error report (JSON) here
+	Force      bool     // replace an existing pack at Out
+	Workers    int      // encoding goroutines; 0 = GOMAXPROCS
+	Progress   Progress
+}
+
+// QuantizeResult describes what Quantize did (or, for a dry run, would do).
+type QuantizeResult struct {
+	Plan        *layout.Plan
+	Summary     []layout.ClassSummary
+	Manifest    *Manifest // nil for a dry run
+	Report      *Report   // nil for a dry run
+	SourceBytes int64
+	Elapsed     time.Duration
+}
+
+// Quantize turns a Hugging Face snapshot into a self-contained pack in one
+// streaming pass. Every decision and every refusal (bad policy, bad config,
+// missing or unexpected tensors, shapes a format cannot hold) happens before
+// the output exists; the pack is published atomically at the end.
+func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error) {
+	start := time.Now()
+	policy, err := layout.NewPolicy(opts.Profile, opts.Sets)
+	if err != nil {
+		return nil, err
+	}
+	if opts.DryRun && opts.ReportPath != "" {
+		return nil, fmt.Errorf("%w: --report needs an actual run; drop --dry-run or --report", ErrUsage)
+	}
+	if !opts.DryRun {
+		if err := checkOutputPlacement(opts.Source, opts.Out); err != nil {
+			return nil, err
+		}
+		if err := CheckOutput(opts.Out, opts.Force); err != nil {
+			return nil, err
+		}
+	}
+	inv, err := takeInventory(opts.Source)
+	if err != nil {
+		return nil, err
+	}
+	defer inv.snap.Close()
+	plan, err := layout.MakePlan(policy, inv.tensors)
+	if err != nil {
+		return nil, err
+	}
+	res := &QuantizeResult{Plan: plan, Summary: plan.Summary(), SourceBytes: inv.bytes}
+	if opts.DryRun {
+		res.Elapsed = time.Since(start)
+		return res, nil
+	}
+	m, stats, err := writePack(ctx, opts, plan, inv)
+	if err != nil {
+		return nil, err
+	}
+	res.Manifest = m
+	res.Report = newReport(plan, stats)
+	if opts.ReportPath != "" {
+		if err := res.Report.writeFile(opts.ReportPath); err != nil {
+			return nil, err
+		}
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// inventory is what the snapshot holds: every tensor's header entry and the
+// parsed config, with no weight bytes read.
+type inventory struct {
+	snap    *hfcache.Snapshot
+	config  *layout.Config
+	refs    map[string]hfcache.TensorRef
+	tensors []layout.Tensor
+	bytes   int64
+}
+
+func takeInventory(source string) (*inventory, error) {
+	if source == "" {
+		return nil, fmt.Errorf("%w: no source snapshot given (-m)", ErrUsage)
+	}
+	snap, err := hfcache.OpenSnapshot(source)
+	if err != nil {
+		return nil, err
+	}
+	inv := &inventory{snap: snap, refs: make(map[string]hfcache.TensorRef)}
+	cfgData, err := snap.ReadFile("config.json", 16<<20)
+	if err == nil {
+		inv.config, err = layout.ParseConfig(cfgData)
+	}
+	if err != nil {
+		snap.Close()
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	for _, t := range snap.Tensors() {
+		inv.refs[t.Name] = t
+		inv.tensors = append(inv.tensors, layout.Tensor{Name: t.Name, DType: t.DType, Shape: t.Shape})
+		inv.bytes += t.Size
+	}
+	if err := layout.CheckInventory(inv.config, inv.tensors); err != nil {
+		snap.Close()
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return inv, nil
+}
+
+// checkOutputPlacement refuses an output inside the source snapshot (or the
+// cache entry it belongs to): dgq never writes into a Hugging Face cache.
+func checkOutputPlacement(source, out string) error {
+	if out == "" || source == "" {
+		return nil
+	}
+	src, err1 := filepath.Abs(source)
+	dst, err2 := filepath.Abs(out)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("dgq: %w", err)
+	}
+	if r, err := filepath.EvalSymlinks(src); err == nil {
+		src = r
+	}
+	if within(dst, src) || within(src, dst) {
+		return fmt.Errorf("%w: output %s overlaps the source snapshot %s; choose another -o", ErrUsage, out, source)
+	}
+	return nil
+}
+
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// writePack executes the plan into a staging directory and publishes it.
+func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory) (*Manifest, []TensorStats, error) {
+	st, err := newStaging(opts.Out, opts.Force)
+	if err != nil {
+		return nil, nil, err
+	}
+	published := false
+	defer func() {
+		if !published {
+			st.abort()
+		}
+	}()
+	blob, err := os.OpenFile(st.path(BlobName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dgq: %w", err)
+	}
+	defer blob.Close()
+	if err := blob.Truncate(plan.BlobSize); err != nil {
+		return nil, nil, fmt.Errorf("dgq: size blob: %w", err)
+	}
+	prog := progressOrNop(opts.Progress)
+	prog.Start("quantize", inv.bytes)
+	x := &executor{blob: blob, workers: opts.Workers, progress: prog}
+	tensors, stats, err := x.run(ctx, plan, inv.refs)
+	prog.Finish()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := blob.Sync(); err != nil {
+		return nil, nil, fmt.Errorf("dgq: sync blob: %w", err)
+	}
+	if err := blob.Close(); err != nil {
+		return nil, nil, fmt.Errorf("dgq: close blob: %w", err)
+	}
+	files, err := copySideFiles(st, inv.snap)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := newManifest(plan, tensors, files, opts.Source)
+	data, err := m.Marshal()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if err := st.writeFile(ManifestName, data); err != nil {
+		return nil, nil, err
+	}
+	if err := st.publish(); err != nil {
+		return nil, nil, err
+	}
+	published = true
+	return m, stats, nil
+}
+
+func newManifest(plan *layout.Plan, tensors []Tensor, files []File, source string) *Manifest {
+	m := &Manifest{
+		FormatVersion: FormatVersion,
+		Generator:     "dgq " + Version,
+		Profile:       string(plan.Profile),
+		Overrides:     plan.Overrides,
+		Blob:          BlobName,
+		BlobSize:      plan.BlobSize,
+		ExpertSplit:   plan.ExpertSplit,
+		Tensors:       tensors,
+		Files:         files,
+	}
+	if abs, err := filepath.Abs(source); err == nil {
+		m.Source = &SourceInfo{Path: abs}
+	}
+	for _, t := range tensors {
+		if t.Format == codecs.NVFP4 {
+			m.FormatVersion = FormatVersionNVFP4
+		}
+	}
+	return m
+}
