@@ -43,7 +43,7 @@ func renderSummary(w io.Writer, rows []layout.ClassSummary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "class\tformat\ttensors\tparams\tbytes\tbits/weight\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t\n", r.Class, r.Format, r.Tensors, r.Params, r.Bytes, r.BitsPerWeight)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t\n", r.Label(), r.Format, r.Tensors, r.Params, r.Bytes, r.BitsPerWeight)
 	}
 	tw.Flush()
 }

@@ -35,7 +35,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ce.code
 	}
 	fmt.Fprintln(stderr, "dgq: "+oneLine(strings.TrimPrefix(err.Error(), "dgq: ")))
+	if isCobraUsage(err) {
+		return exitUsage
+	}
 	return exitCode(err)
+}
+
+// cobraUsagePrefixes are the messages cobra gives for command lines it
+// cannot parse; it has no typed errors for them.
+var cobraUsagePrefixes = []string{"unknown command", "required flag", "unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument"}
+
+func isCobraUsage(err error) bool {
+	for _, p := range cobraUsagePrefixes {
+		if strings.HasPrefix(err.Error(), p) {
+			return true
+		}
+	}
+	return false
 }
 
 func newRoot(e *env) *cobra.Command {

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/dgq/testmodel"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func dgqRun(args ...string) result {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+func tiny(t *testing.T) string {
+	t.Helper()
+	dir, err := testmodel.WriteSnapshot(filepath.Join(t.TempDir(), "snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Errors are one line on stderr starting with "dgq: ", with a non-zero code.
+func assertOneLineError(t *testing.T, r result, code int, mention string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit code %d, want %d (stderr %q)", r.code, code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "dgq: ") {
+		t.Errorf("stderr is not one 'dgq: ' line: %q", r.stderr)
+	}
+	if !strings.Contains(r.stderr, mention) {
+		t.Errorf("stderr %q does not mention %q", r.stderr, mention)
+	}
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
+		t.Errorf("stderr holds a panic trace: %q", r.stderr)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "demo.dgq")
+	r := dgqRun("demo", "-o", out)
+	if r.code != 0 {
+		t.Fatalf("demo exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"== quantize", "experts", "q4", "== audit", "ok (every rule and every digest checked)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if r.stderr != "" {
+		t.Errorf("demo printed to stderr off a terminal: %q", r.stderr)
+	}
+}
+
+func TestQuantizeInspectAuditContract(t *testing.T) {
+	src := tiny(t)
+	out := filepath.Join(t.TempDir(), "p.dgq")
+	report := filepath.Join(t.TempDir(), "report.json")
+	r := dgqRun("quantize", "--profile", "nvfp4x", "--set", "attn=q8", "-m", src, "-o", out, "--report", report)
+	if r.code != 0 {
+		t.Fatalf("quantize: %d %s", r.code, r.stderr)
+	}
+	r = dgqRun("inspect", "--json", out)
+	if r.code != 0 {
+		t.Fatalf("inspect: %d %s", r.code, r.stderr)
+	}
+	var info map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
+		t.Fatalf("inspect --json is not one JSON object: %v", err)
+	}
+	for _, k := range []string{"format_version", "profile", "layered", "blob", "blob_size", "expert_split", "tensors", "external_files"} {
+		if _, ok := info[k]; !ok {
+			t.Errorf("inspect --json lacks %q", k)
+		}
+	}
+	if info["layered"] != false || info["profile"] != "nvfp4x" || info["format_version"].(float64) != 2 {
+		t.Errorf("inspect values: layered %v profile %v version %v", info["layered"], info["profile"], info["format_version"])
+	}
+	tensors := info["tensors"].([]any)
+	classes := map[string]bool{}
+	for _, x := range tensors {
+		tn := x.(map[string]any)
+		for _, k := range []string{"name", "class", "format", "dtype", "shape", "offset", "size", "digest", "source"} {
+			if _, ok := tn[k]; !ok {
+				t.Fatalf("tensor entry lacks %q: %v", k, tn)
+			}
+		}
+		if tn["source"] != nil {
+			t.Errorf("self-contained pack has a source: %v", tn)
+		}
+		classes[tn["class"].(string)+"/"+tn["format"].(string)] = true
+	}
+	for _, want := range []string{"experts/nvfp4", "attn/q8", "sc/q8", "embed/raw", "dense/raw"} {
+		if !classes[want] {
+			t.Errorf("no %s tensor in %v", want, classes)
+		}
+	}
+	var rep struct {
+		Tensors []map[string]any `json:"tensors"`
+	}
+	b, _ := os.ReadFile(report)
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Tensors) != len(tensors) {
+		t.Fatalf("report: %v, %d entries", err, len(rep.Tensors))
+	}
+	for _, k := range []string{"name", "format", "rel_rmse", "max_abs_err"} {
+		if _, ok := rep.Tensors[0][k]; !ok {
+			t.Errorf("report entry lacks %q", k)
+		}
+	}
+	r = dgqRun("audit", "--json", out)
+	var aud struct {
+		OK       bool             `json:"ok"`
+		Findings []map[string]any `json:"findings"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &aud) != nil || !aud.OK || aud.Findings == nil {
+		t.Fatalf("audit --json: %d %q", r.code, r.stdout)
+	}
+	// Damage one tensor: audit exits non-zero and names it.
+	m, _ := dgq.ReadManifest(out)
+	victim := m.Tensors[len(m.Tensors)-1]
+	blob := filepath.Join(out, dgq.BlobName)
+	data, _ := os.ReadFile(blob)
+	data[victim.Offset] ^= 1
+	os.WriteFile(blob, data, 0o644)
+	r = dgqRun("audit", "--json", out)
+	if r.code != exitInvalid || json.Unmarshal([]byte(r.stdout), &aud) != nil || aud.OK || len(aud.Findings) != 1 || aud.Findings[0]["tensor"] != victim.Name {
+		t.Fatalf("audit of a damaged pack: %d %q", r.code, r.stdout)
+	}
+	r = dgqRun("audit", out)
+	if r.code != exitInvalid || !strings.Contains(r.stdout, victim.Name) {
+		t.Fatalf("text audit of a damaged pack: %d %q", r.code, r.stdout)
+	}
+}
+
+func TestDryRunTable(t *testing.T) {
+	r := dgqRun("quantize", "--profile", "q4", "-m", tiny(t), "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("dry run: %d %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"class", "bits/weight", "experts", "total", "nothing written"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry-run output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	src := tiny(t)
+	out := filepath.Join(t.TempDir(), "o")
+	cases := []struct {
+		name    string
+		args    []string
+		code    int
+		mention string
+	}{
+		{"no profile", []string{"quantize", "-m", src, "-o", out}, exitUsage, "profile"},
+		{"no output", []string{"quantize", "--profile", "q4", "-m", src}, exitUsage, "-o"},
+		{"unknown flag", []string{"quantize", "--bogus"}, exitUsage, "bogus"},
+		{"locked class", []string{"quantize", "--profile", "q4", "--set", "embed=q4", "-m", src, "-o", out}, exitUsage, "embed"},
+		{"bad format", []string{"quantize", "--profile", "q4", "--set", "attn=q9", "-m", src, "-o", out}, exitUsage, "q9"},
+		{"missing source", []string{"quantize", "--profile", "q4", "-m", filepath.Join(src, "x"), "-o", out}, exitInvalid, "x"},
+		{"inspect no args", []string{"inspect"}, exitUsage, "inspect"},
+		{"inspect not a pack", []string{"inspect", src}, exitInvalid, "not a dgq pack"},
+		{"unknown command", []string{"frobnicate"}, exitUsage, "frobnicate"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assertOneLineError(t, dgqRun(c.args...), c.code, c.mention)
+			if _, err := os.Stat(out); err == nil {
+				t.Fatal("output created")
+			}
+		})
+	}
+}
+
+func TestExistingOutputNeedsForce(t *testing.T) {
+	src := tiny(t)
+	out := filepath.Join(t.TempDir(), "o")
+	if r := dgqRun("quantize", "--profile", "q4", "-m", src, "-o", out); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	assertOneLineError(t, dgqRun("quantize", "--profile", "q4", "-m", src, "-o", out), exitUsage, "--force")
+	if r := dgqRun("quantize", "--profile", "q5", "-m", src, "-o", out, "--force"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+}
