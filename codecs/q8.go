@@ -47,14 +47,14 @@ func q8Err(x []float32, s float32) float64 {
 		d1 := float32(q8Code(x[i+1], inv)*s) - x[i+1]
 		d2 := float32(q8Code(x[i+2], inv)*s) - x[i+2]
 		d3 := float32(q8Code(x[i+3], inv)*s) - x[i+3]
-		e0 += d0 * d0
-		e1 += d1 * d1
-		e2 += d2 * d2
-		e3 += d3 * d3
+		e0 += float32(d0 * d0)
+		e1 += float32(d1 * d1)
+		e2 += float32(d2 * d2)
+		e3 += float32(d3 * d3)
 	}
 	for ; i < len(x); i++ {
 		d := float32(q8Code(x[i], inv)*s) - x[i]
-		e0 += d * d
+		e0 += float32(d * d)
 	}
 	return float64(e0) + float64(e1) + float64(e2) + float64(e3)
 }

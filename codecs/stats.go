@@ -38,8 +38,8 @@ func (s Stats) RelRMSE() float64 {
 func (s *Stats) add(dec, src float32) {
 	e := float64(dec) - float64(src)
 	r := float64(src)
-	s.SumSqErr += e * e
-	s.SumSqRef += r * r
+	s.SumSqErr += float64(e * e)
+	s.SumSqRef += float64(r * r)
 	if a := math.Abs(e); a > s.MaxAbsErr {
 		s.MaxAbsErr = a
 	}
