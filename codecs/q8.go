@@ -79,7 +79,7 @@ func q8Refit(x []float32, s float32) float32 {
 
 // q8ValidScale: s is positive, finite and has a finite inverse.
 func q8ValidScale(s float32) bool {
-	return s > 0 && s <= math.MaxFloat32 && 1/s <= math.MaxFloat32
+	return s > 0 && float32(127*s) <= math.MaxFloat32 && 1/s <= math.MaxFloat32
 }
 
 // q8Scale searches the row scale.
@@ -92,6 +92,9 @@ func q8Scale(x []float32) float32 {
 		return 0
 	}
 	base := amax / 127
+	for base > 0 && float32(127*base) > math.MaxFloat32 {
+		base = math.Nextafter32(base, 0) // keep ±127·scale finite
+	}
 	if !q8ValidScale(base) {
 		return 0 // rows below ~2^-120 encode as zeros
 	}
