@@ -1,0 +1,39 @@
+package hfcache
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	// ErrSafetensors: a safetensors file is malformed. The more specific
+	// sentinels below wrap it.
+	ErrSafetensors = errors.New("hfcache: invalid safetensors file")
+	// ErrHeaderTooLarge: the header length exceeds MaxHeaderBytes or the file.
+	ErrHeaderTooLarge = fmt.Errorf("%w: header too large", ErrSafetensors)
+	// ErrDuplicateTensor: a tensor name appears twice in one header.
+	ErrDuplicateTensor = fmt.Errorf("%w: duplicate tensor", ErrSafetensors)
+	// ErrUnsupportedDType: a tensor has a dtype other than BF16, F16 or F32.
+	ErrUnsupportedDType = fmt.Errorf("%w: unsupported dtype", ErrSafetensors)
+	// ErrIndex: model.safetensors.index.json is malformed.
+	ErrIndex = errors.New("hfcache: invalid safetensors index")
+	// ErrMissingFile: a file the snapshot needs does not exist.
+	ErrMissingFile = errors.New("hfcache: missing file")
+	// ErrInventory: the index and the shards disagree about which tensors
+	// exist and where.
+	ErrInventory = errors.New("hfcache: index and shards disagree")
+	// ErrFileTooLarge: a side file is larger than the cap its reader set.
+	ErrFileTooLarge = errors.New("hfcache: file too large")
+)
+
+// fail builds an error wrapping kind: "<kind>: <where>: <detail>". where
+// names the file (it may be empty); detail must be one line (user-controlled
+// strings in it are quoted with %q).
+func fail(kind error, where, format string, args ...any) error {
+	detail := fmt.Sprintf(format, args...)
+	if where != "" {
+		return fmt.Errorf("%w: %s: %s", kind, where, detail)
+	}
+	return fmt.Errorf("%w: %s", kind, detail)
+}
