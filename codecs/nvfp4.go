@@ -15,7 +15,10 @@ import (
 //
 // The encoder improves on plain ModelOpt by also trying the two E4M3 codes
 // next to s for every block and keeping the one with the smallest squared
-// error (ties keep s). A block scale of 0 decodes the whole block to 0.
+// error (ties keep s); the errors of the three candidates are estimated with
+// codes chosen by multiplying with the reciprocal of s·scale_2, the final
+// codes use the exact division above. A block scale of 0 decodes the whole
+// block to 0 (all codes 0).
 
 // e2m1Values are the values of the 16 E2M1 codes (code = sign<<3 | index).
 var e2m1Values = [16]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6}
@@ -26,30 +29,18 @@ func init() { e2m1Values[8] = float32(math.Copysign(0, -1)) }
 // saturating at ±6; the result is sign<<3 | magnitude index. Zero
 // magnitudes get code 0 (no negative zero); NaN gives 0.
 func E2M1Code(v float32) uint8 {
-	a := float32(math.Abs(float64(v)))
-	var i uint8
-	switch {
-	case !(a > 0.25):
-		return 0
-	case a < 0.75:
-		i = 1
-	case a <= 1.25:
-		i = 2
-	case a < 1.75:
-		i = 3
-	case a <= 2.5:
-		i = 4
-	case a < 3.5:
-		i = 5
-	case a <= 5:
-		i = 6
-	default:
-		i = 7
+	a := math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+	// Thresholds are the midpoints; ">" sends a tie down, ">=" up, so that
+	// every tie lands on the even index.
+	i := e2m1Index(a)
+	return i | b2u(v < 0 && i != 0)<<3
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
 	}
-	if v < 0 {
-		i |= 8
-	}
-	return i
+	return 0
 }
 
 // E2M1ToFloat32 decodes the low nibble of c.
@@ -64,46 +55,77 @@ func nvfp4Scale2(amax float32) float32 {
 	return s
 }
 
-// nvfp4BlockErr quantizes one block with E4M3 scale code sc and returns the
-// squared error; codes (if non-nil) receives the codes.
-func nvfp4BlockErr(x []float32, sc uint8, scale2 float32, codes *[16]uint8) float32 {
+// nvfp4Levels are the decoded magnitudes of the 8 E2M1 indexes for block
+// scale s8: float32(float32(e2m1·s8)·scale_2), exactly as decoded.
+func nvfp4Levels(s8, scale2 float32) (lv [8]float32) {
+	for i := range lv {
+		lv[i] = float32(e2m1Values[i]*s8) * scale2
+	}
+	return lv
+}
+
+// e2m1Index is the magnitude index of E2M1Code for a ≥ 0 (or NaN → 0).
+func e2m1Index(a float32) uint8 {
+	return b2u(a > 0.25) + b2u(a >= 0.75) + b2u(a > 1.25) + b2u(a >= 1.75) +
+		b2u(a > 2.5) + b2u(a >= 3.5) + b2u(a > 5)
+}
+
+// nvfp4ScaleErr estimates the squared error of a block (magnitudes a) under
+// scale code sc, picking codes with a multiply by the reciprocal (the final
+// codes use the exact division).
+func nvfp4ScaleErr(a *[16]float32, sc uint8, scale2 float32) float32 {
 	s8 := E4M3ToFloat32(sc)
 	den := float32(s8 * scale2)
 	var e float32
-	for j, v := range x {
-		var c uint8
-		if den != 0 {
-			c = E2M1Code(v / den)
+	if !(den > 0) {
+		for _, v := range a {
+			e += float32(v * v)
 		}
-		d := float32(float32(e2m1Values[c]*s8)*scale2) - v
-		e += d * d
-		if codes != nil {
-			codes[j] = c
-		}
+		return e
+	}
+	inv := 1 / den
+	lv := nvfp4Levels(s8, scale2)
+	for _, v := range a {
+		t := v * inv // e2m1Index, inlined by hand
+		i := b2u(t > 0.25) + b2u(t >= 0.75) + b2u(t > 1.25) + b2u(t >= 1.75) +
+			b2u(t > 2.5) + b2u(t >= 3.5) + b2u(t > 5)
+		d := v - lv[i&7]
+		e += float32(d * d)
 	}
 	return e
 }
 
-// nvfp4Block chooses the scale code of one 16-element block.
-func nvfp4Block(x []float32, scale2 float32) uint8 {
+// nvfp4Block encodes one 16-element block: it returns the E4M3 scale code
+// and fills codes. The ModelOpt scale is tried first, then its two
+// neighbouring codes; strictly smaller estimated error wins.
+func nvfp4Block(x *[16]float32, scale2 float32, codes *[16]uint8) uint8 {
+	var a [16]float32
 	var amax float32
-	for _, v := range x {
-		amax = max(amax, float32(math.Abs(float64(v))))
+	for j, v := range x {
+		a[j] = math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+		amax = max(amax, a[j])
 	}
 	sc := Float32ToE4M3(amax / float32(6*scale2))
-	if amax == 0 {
-		return sc
-	}
-	best, be := sc, nvfp4BlockErr(x, sc, scale2, nil)
-	for _, c := range [2]int{int(sc) - 1, int(sc) + 1} {
-		if c < 0 || c > e4m3MaxCode {
-			continue
+	if amax > 0 {
+		best, be := sc, nvfp4ScaleErr(&a, sc, scale2)
+		for _, c := range [2]int{int(sc) - 1, int(sc) + 1} {
+			if c < 0 || c > e4m3MaxCode {
+				continue
+			}
+			if e := nvfp4ScaleErr(&a, uint8(c), scale2); e < be {
+				best, be = uint8(c), e
+			}
 		}
-		if e := nvfp4BlockErr(x, uint8(c), scale2, nil); e < be {
-			best, be = uint8(c), e
+		sc = best
+	}
+	den := float32(E4M3ToFloat32(sc) * scale2)
+	for j, v := range x {
+		codes[j] = 0
+		if den != 0 {
+			codes[j] = E2M1Code(v / den)
 		}
 	}
-	return best
+	return sc
 }
 
 // encodeNVFP4 encodes n rows.
@@ -118,15 +140,14 @@ func encodeNVFP4(e *Encoder, codes, scales, src []byte, r0, n int64) (Stats, err
 	var st Stats
 	for b := range n * k / 16 {
 		toFloat32(e.dt, src[b*16*es:], x[:])
-		sc := nvfp4Block(x[:], e.scale2)
-		nvfp4BlockErr(x[:], sc, e.scale2, &c)
+		sc := nvfp4Block(&x, e.scale2, &c)
 		scales[b] = sc
 		for j := 0; j < 16; j += 2 {
 			codes[b*8+int64(j/2)] = c[j] | c[j+1]<<4
 		}
 		s8 := E4M3ToFloat32(sc)
 		for j, v := range x {
-			st.add(float32(float32(e2m1Values[c[j]]*s8)*e.scale2), v)
+			st.add(float32(e2m1Values[c[j]]*s8)*e.scale2, v)
 		}
 	}
 	return st, nil

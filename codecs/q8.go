@@ -7,13 +7,14 @@ import (
 
 // q8 is per-row symmetric int8: dec = float32(code)·scale with one float32
 // scale per row and codes in [-127, 127]. The encoder searches the row
-// scale: a coarse grid of clipping factors f (scale = f·amax/127), a finer
-// grid around the best, then two least-squares refits s = Σqx/Σq²; the
-// candidate with the smallest squared error on the row wins.
+// scale: clipping factors f ∈ {1, 0.9, 0.8, 0.7} (scale = f·amax/127), then
+// f ± 0.05 around the best, then two least-squares refits s = Σqx/Σq²; the
+// candidate with the smallest squared error on the row wins (amax/127
+// first, so it is kept on ties).
 
 var (
-	q8Coarse = [...]float32{1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4}
-	q8Fine   = [...]float32{-0.05, -0.025, 0.025, 0.05}
+	q8Coarse = [...]float32{1, 0.9, 0.8, 0.7}
+	q8Fine   = [...]float32{-0.05, 0.05}
 )
 
 // rneSigned rounds t to the nearest integer, ties to even (|t| < 2^22).
@@ -86,7 +87,9 @@ func q8ValidScale(s float32) bool {
 func q8Scale(x []float32) float32 {
 	var amax float32
 	for _, v := range x {
-		amax = max(amax, float32(math.Abs(float64(v))))
+		if a := math.Float32frombits(math.Float32bits(v) &^ (1 << 31)); a > amax {
+			amax = a
+		}
 	}
 	if amax == 0 {
 		return 0
