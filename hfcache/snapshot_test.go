@@ -15,17 +15,44 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dgq-dev/dgq/dgq/testmodel"
 )
 
 const (
 	tinyRev       = "908e7097997c140d18cca0ed34c0edf38e091034"
-	tinyRepo      = "testdata/tiny/hub/models--dgq-test--diffusiongemma-tiny"
-	tinyFlat      = "testdata/tiny/flat"
 	tinyTensors   = 158
 	tinyTotalSize = 1353400
 )
 
-var tinyHub = filepath.Join(tinyRepo, "snapshots", tinyRev)
+// The tiny checkpoint is materialized from the embedded copy in
+// dgq/testmodel, once as a Hugging Face cache entry (symlinks into blobs/)
+// and once as a flat folder of plain files.
+var (
+	tinyRepo string
+	tinyFlat string
+	tinyHub  string
+)
+
+func TestMain(m *testing.M) {
+	root, err := os.MkdirTemp("", "hfcache-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tinyHub, err = testmodel.WriteHubCache(filepath.Join(root, "hub"))
+	if err == nil {
+		tinyFlat, err = testmodel.WriteSnapshot(filepath.Join(root, "flat"))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tinyRepo = filepath.Dir(filepath.Dir(tinyHub))
+	code := m.Run()
+	os.RemoveAll(root)
+	os.Exit(code)
+}
 
 // hubSnapshot returns the symlinked snapshot folder, skipping the test where
 // the checkout did not create symlinks (core.symlinks=false, e.g. Windows).
