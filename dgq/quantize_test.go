@@ -242,9 +242,9 @@ func setBF16(t *testing.T, dir, name string, i int, bits uint16) {
 
 func TestNonFiniteSourceNamesTensor(t *testing.T) {
 	for _, c := range []struct{ tensor, profile string }{
-		{"model.decoder.layers.1.input_layernorm.weight", "q4"},     // raw path
-		{"model.decoder.layers.2.experts.gate_up_proj", "q4"},       // affine encoder
-		{"model.decoder.layers.0.experts.down_proj", "nvfp4"},       // nvfp4 scan
+		{"model.decoder.layers.1.input_layernorm.weight", "q4"},    // raw path
+		{"model.decoder.layers.2.experts.gate_up_proj", "q4"},      // affine encoder
+		{"model.decoder.layers.0.experts.down_proj", "nvfp4"},      // nvfp4 scan
 		{"model.decoder.self_conditioning.gate_proj.weight", "q4"}, // q8
 	} {
 		for _, bits := range []uint16{0x7FC0, 0xFF80} { // NaN, -Inf
