@@ -304,19 +304,23 @@ func (s *Stats) mergeGroup(r groupResult) {
 
 // decodeAffine decodes rows [r0, r0+n) of a whole encoded q4/q5/q6 tensor.
 func decodeAffine(f Format, planes []Plane, k int64, enc []byte, r0, n int64, dst []float32) {
-	bits := int64(f.Bits())
+	bits := uint(f.Bits())
+	gb := int64(4 * bits)
 	gpr := k / 32
 	codes := enc[planes[0].Offset:]
 	scales := enc[planes[1].Offset:]
 	biases := enc[planes[2].Offset:]
-	var c [32]uint8
+	mask := uint64(1)<<bits - 1
+	var pad [32]byte // the group's codes, padded so 8-byte reads stay inside
 	for g := range n * gpr {
 		fg := r0*gpr + g
-		unpackCodes(codes[fg*4*bits:], &c, int(bits))
+		copy(pad[:], codes[fg*gb:fg*gb+gb])
 		s := F16ToFloat32(binary.LittleEndian.Uint16(scales[2*fg:]))
 		b := F16ToFloat32(binary.LittleEndian.Uint16(biases[2*fg:]))
 		out := dst[g*32 : g*32+32]
-		for j, q := range c {
+		for j := range out {
+			pos := uint(j) * bits
+			q := binary.LittleEndian.Uint64(pad[(pos>>3)&31:]) >> (pos & 7) & mask
 			out[j] = float32(float32(q)*s) + b
 		}
 	}
