@@ -13,7 +13,7 @@ import (
 func randomSource(r *rand.Rand, dt DType, n int) []byte {
 	x := make([]float32, n)
 	for g := 0; g < n; g += 32 {
-		kind := r.IntN(10)
+		kind := r.IntN(12)
 		scale := float32(math.Pow(10, r.Float64()*8-6))
 		for j := g; j < min(g+32, n); j++ {
 			v := float32(r.NormFloat64()) * scale
@@ -32,6 +32,10 @@ func randomSource(r *rand.Rand, dt DType, n int) []byte {
 				if r.IntN(16) == 0 {
 					v = 70000 // beyond the search range
 				}
+			case 5, 6:
+				v = float32(r.IntN(kind*3)) * scale // on a grid: rounding and selection ties
+			case 7:
+				v = float32(r.IntN(3)-1) * 0x1p-110 // range below minRange
 			}
 			if dt == F16 && math.Abs(float64(v)) > 65504 {
 				v = 65504
@@ -98,7 +102,7 @@ func TestAffineFastMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, f := range []Format{Q4, Q5, Q6} {
 		for _, dt := range []DType{BF16, F16, F32} {
-			for _, m := range []Matrix{{1, 32}, {1, 512}, {3, 544}, {16, 64}, {7, 2816}, {64, 96}} {
+			for _, m := range []Matrix{{1, 32}, {1, 512}, {3, 544}, {16, 64}, {7, 2816}, {64, 96}, {33, 1024}} {
 				src := randomSource(r, dt, int(m.Elements()))
 				affineFast = fast
 				got, gst := encodeBlock(t, f, dt, m, src)
