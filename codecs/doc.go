@@ -7,9 +7,13 @@
 // A tensor is seen as a row-major matrix [Rows, K] (see Matrix); every format
 // stores it planar, as a sequence of 64-byte-aligned planes (see Planes), so
 // GPU kernels can load code vectors and scales with aligned vector loads.
-// docs/format.md is the normative description of every byte.
+// docs/format.md fixes the plane geometry; docs/codecs.md is the normative
+// description of the bytes inside the planes, the decoders and the encoders'
+// error-minimizing search.
 //
 // The package does no I/O and makes no policy decisions. Each decoder has a
 // scalar reference implementation; faster paths, where present, are tested to
-// be bit-identical to it.
+// be bit-identical to it: on amd64 with AVX-512 the q4/q5/q6 encoder runs
+// generated assembly kernels (go generate; build tag purego disables them)
+// that reproduce the reference encoder bit for bit.
 package codecs
