@@ -27,6 +27,10 @@ type AuditReport struct {
 type AuditOptions struct {
 	Workers  int // hashing goroutines; 0 = GOMAXPROCS
 	Progress Progress
+	// Layered assembles the canonical view of a layered pack (the overlay
+	// package provides it). It returns the view (nil when it cannot be built),
+	// a release function, and findings such as stale external files.
+	Layered func(ctx context.Context, dir string, m *Manifest) (view []byte, release func(), findings []Finding)
 }
 
 // Audit checks every rule of the format and every digest of the pack in dir,
@@ -36,7 +40,7 @@ type AuditOptions struct {
 func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, error) {
 	m, err := ReadManifest(dir)
 	if err != nil {
-		return reportOf([]Finding{{Kind: KindManifest, Message: err.Error()}}), nil
+		return ReportOf([]Finding{{Kind: KindManifest, Message: err.Error()}}), nil
 	}
 	var findings []Finding
 	blobPath := filepath.Join(dir, filepath.Base(m.Blob))
@@ -58,30 +62,48 @@ func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, er
 			}
 		}
 	}
-	findings = append(findings, Validate(m, blobSize)...)
+	structural := Validate(m, blobSize)
+	findings = append(findings, structural...)
 	findings = append(findings, auditSideFiles(dir, m)...)
 	if m.Layered() {
-		findings = append(findings, Finding{Kind: KindSource, Message: "layered pack: its external sources cannot be verified by this build"})
+		if len(structural) > 0 || blobSize < 0 {
+			return ReportOf(findings), nil // a structurally broken layered pack cannot be assembled
+		}
+		if opts.Layered == nil {
+			return ReportOf([]Finding{{Kind: KindSource, Message: "layered pack: verify it with the overlay loader"}}), nil
+		}
+		view, release, lf := opts.Layered(ctx, dir, m)
+		findings = append(findings, lf...)
+		if view != nil {
+			df, err := AuditDigests(ctx, m, view, opts)
+			release()
+			if err != nil {
+				return nil, err
+			}
+			findings = append(findings, df...)
+		}
 	} else if blob != nil {
-		df, err := auditDigests(ctx, m, blob, opts)
+		df, err := AuditDigests(ctx, m, blob, opts)
 		if err != nil {
 			return nil, err
 		}
 		findings = append(findings, df...)
 	}
-	return reportOf(findings), nil
+	return ReportOf(findings), nil
 }
 
-func reportOf(findings []Finding) *AuditReport {
+// ReportOf builds a report from findings (OK when there are none).
+func ReportOf(findings []Finding) *AuditReport {
 	if findings == nil {
 		findings = []Finding{}
 	}
 	return &AuditReport{OK: len(findings) == 0, Findings: findings}
 }
 
-// auditDigests hashes every tensor whose bounds are sound and reports each
-// mismatch with the tensor's name.
-func auditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptions) ([]Finding, error) {
+// AuditDigests hashes every tensor of the canonical address space blob
+// whose bounds are sound, in parallel, and reports each mismatch with the
+// tensor's name.
+func AuditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptions) ([]Finding, error) {
 	type job struct{ i int }
 	var idx []int
 	var total int64
@@ -139,6 +161,9 @@ feed:
 	sort.Slice(findings, func(a, b int) bool { return findings[a].Tensor < findings[b].Tensor })
 	return findings, nil
 }
+
+// Digest is the hex BLAKE3-256 of b, the digest of a tensor or side file.
+func Digest(b []byte) string { return hashRegion(b) }
 
 func hashRegion(b []byte) string {
 	h := blake3.New()

@@ -31,15 +31,18 @@ type TensorStats struct {
 }
 
 // executor writes the planned tensors into the blob. It decides nothing: the
-// plan says what goes where.
+// plan says what goes where, and place says at which offset of the blob file
+// each entry's bytes go (skip: the bytes are only checked and hashed, as for
+// the raw tensors an overlay pack references instead of copying).
 type executor struct {
 	blob     *os.File
 	workers  int
 	progress Progress
+	place    func(e layout.Entry) (off int64, skip bool)
 }
 
 // run writes every entry of the plan and returns the manifest entries (with
-// digests) and error statistics, in plan order.
+// digests and canonical offsets) and error statistics, in plan order.
 func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]hfcache.TensorRef) ([]Tensor, []TensorStats, error) {
 	tensors := make([]Tensor, len(plan.Entries))
 	stats := make([]TensorStats, len(plan.Entries))
@@ -57,10 +60,14 @@ func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]h
 			st     codecs.Stats
 			err    error
 		)
+		off, skip := e.Offset, false
+		if x.place != nil {
+			off, skip = x.place(e)
+		}
 		if e.Format == codecs.Raw {
-			digest, st, err = x.writeRaw(ctx, e, ref.Bytes())
+			digest, st, err = x.writeRaw(ctx, e, ref.Bytes(), off, skip)
 		} else {
-			digest, st, err = x.writeEncoded(ctx, e, ref.Bytes())
+			digest, st, err = x.writeEncoded(ctx, e, ref.Bytes(), off)
 		}
 		ref.Shard.Release(ref.Offset, ref.Size)
 		if err != nil {
@@ -72,23 +79,26 @@ func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]h
 	return tensors, stats, nil
 }
 
-// writeRaw copies the source bytes verbatim, refusing non-finite values.
-func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte) (string, codecs.Stats, error) {
+// writeRaw copies the source bytes verbatim to off (unless skip), refusing
+// non-finite values.
+func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte, off int64, skip bool) (string, codecs.Stats, error) {
 	if int64(len(src)) != e.Size {
 		return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: source holds %d bytes, plan expects %d", ErrSource, e.Name, len(src), e.Size)
 	}
 	h := blake3.New()
 	var st codecs.Stats
-	for off := 0; off < len(src); off += rawChunkBytes {
+	for pos := 0; pos < len(src); pos += rawChunkBytes {
 		if err := ctx.Err(); err != nil {
 			return "", st, err
 		}
-		chunk := src[off:min(off+rawChunkBytes, len(src))]
+		chunk := src[pos:min(pos+rawChunkBytes, len(src))]
 		if err := codecs.CheckFinite(e.DType, chunk); err != nil {
 			return "", st, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
 		}
-		if _, err := x.blob.WriteAt(chunk, e.Offset+int64(off)); err != nil {
-			return "", st, fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
+		if !skip {
+			if _, err := x.blob.WriteAt(chunk, off+int64(pos)); err != nil {
+				return "", st, fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
+			}
 		}
 		h.Write(chunk)
 		x.progress.Add(int64(len(chunk)))
@@ -109,7 +119,7 @@ type chunkResult struct {
 // committed in row order: the first plane is written (positional write) and
 // hashed as it completes; the later, small planes are collected and written
 // after it, so the digest covers the tensor's bytes front to back.
-func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte) (string, codecs.Stats, error) {
+func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte, off int64) (string, codecs.Stats, error) {
 	m, err := codecs.FlattenShape(e.Shape)
 	if err != nil {
 		return "", codecs.Stats{}, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
@@ -144,7 +154,7 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte)
 	var total codecs.Stats
 	commit := func(r chunkResult) error {
 		p0 := planes[0]
-		if _, err := x.blob.WriteAt(r.planes[0], e.Offset+p0.Offset+r.r0*p0.RowBytes); err != nil {
+		if _, err := x.blob.WriteAt(r.planes[0], off+p0.Offset+r.r0*p0.RowBytes); err != nil {
 			return fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
 		}
 		h.Write(r.planes[0])
@@ -180,7 +190,7 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte)
 		if pad := planes[i].Offset - end; pad > 0 {
 			h.Write(make([]byte, pad))
 		}
-		if _, err := x.blob.WriteAt(tail[i], e.Offset+planes[i].Offset); err != nil {
+		if _, err := x.blob.WriteAt(tail[i], off+planes[i].Offset); err != nil {
 			return "", total, fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
 		}
 		h.Write(tail[i])

@@ -38,6 +38,7 @@ const (
 	KindSource      = "source"       // layered source malformed
 	KindBlob        = "blob"         // blob missing or of the wrong size
 	KindFile        = "file"         // copied side file missing or altered
+	KindStale       = "stale"        // a pinned external file is missing or differs (message has the fix)
 )
 
 // InvalidError carries every finding of a pack that failed validation.

@@ -16,6 +16,7 @@ type PackInfo struct {
 	BlobSize         int64                 `json:"blob_size"`
 	ExpertSplit      int64                 `json:"expert_split"`
 	LocalExpertSplit *int64                `json:"local_expert_split,omitempty"`
+	LocalBlobSize    *int64                `json:"local_blob_size,omitempty"`
 	Source           *SourceInfo           `json:"source,omitempty"`
 	Tensors          []Tensor              `json:"tensors"`
 	ExternalFiles    []ExternalFile        `json:"external_files"`
@@ -32,7 +33,7 @@ func Inspect(dir string) (*PackInfo, error) {
 		return nil, err
 	}
 	blobSize := int64(-1)
-	if st, err := statBlob(dir, m); err == nil {
+	if st, err := statBlob(dir, m); err == nil { // the local blob, for a layered pack
 		blobSize = st
 	}
 	findings := Validate(m, blobSize)
@@ -42,7 +43,7 @@ func Inspect(dir string) (*PackInfo, error) {
 	info := &PackInfo{
 		FormatVersion: m.FormatVersion, Generator: m.Generator, Profile: m.Profile, Overrides: m.Overrides,
 		Layered: m.Layered(), Blob: m.Blob, BlobSize: m.BlobSize, ExpertSplit: m.ExpertSplit,
-		LocalExpertSplit: m.LocalExpertSplit, Source: m.Source, Tensors: m.Tensors,
+		LocalExpertSplit: m.LocalExpertSplit, LocalBlobSize: m.LocalBlobSize, Source: m.Source, Tensors: m.Tensors,
 		ExternalFiles: m.ExternalFiles, Files: m.Files, Summary: summarize(m), Findings: findings,
 	}
 	if info.Overrides == nil {

@@ -42,8 +42,10 @@ type Manifest struct {
 	BlobSize      int64             `json:"blob_size"`
 	ExpertSplit   int64             `json:"expert_split"`
 	// LocalExpertSplit is where the expert tail starts in a layered pack's
-	// local blob (absent in self-contained packs).
+	// local blob, and LocalBlobSize that blob's size (both absent in
+	// self-contained packs, whose blob is the canonical blob_size bytes).
 	LocalExpertSplit *int64         `json:"local_expert_split,omitempty"`
+	LocalBlobSize    *int64         `json:"local_blob_size,omitempty"`
 	Tensors          []Tensor       `json:"tensors"`
 	ExternalFiles    []ExternalFile `json:"external_files"`
 	Files            []File         `json:"files"`
@@ -76,10 +78,18 @@ type Tensor struct {
 
 // Source says where a layered pack's entry takes its bytes from.
 type Source struct {
-	Kind   string `json:"kind"` // "local" or "external"
+	Kind   string `json:"kind"` // SourceLocal or SourceExternal
 	File   string `json:"file,omitempty"`
 	Offset int64  `json:"offset"`
 }
+
+// Source kinds and external file roles.
+const (
+	SourceLocal    = "local"
+	SourceExternal = "external"
+	RoleHF         = "hf_safetensors"
+	RolePackBin    = "pack_bin"
+)
 
 // ExternalFile pins a file a layered pack references.
 type ExternalFile struct {
@@ -97,6 +107,25 @@ type File struct {
 	Name   string `json:"name"`
 	Size   int64  `json:"size"`
 	Digest string `json:"digest"` // hex BLAKE3-256
+}
+
+// StoredBlobSize is the size the pack's own blob file must have: the local
+// blob size for a layered pack, blob_size otherwise.
+func (m *Manifest) StoredBlobSize() int64 {
+	if m.LocalBlobSize != nil {
+		return *m.LocalBlobSize
+	}
+	return m.BlobSize
+}
+
+// ExternalFile returns the external file with the given id.
+func (m *Manifest) ExternalFile(id string) (*ExternalFile, bool) {
+	for i := range m.ExternalFiles {
+		if m.ExternalFiles[i].ID == id {
+			return &m.ExternalFiles[i], true
+		}
+	}
+	return nil, false
 }
 
 // Layered reports whether any entry has a source.

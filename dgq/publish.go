@@ -41,15 +41,16 @@ func CheckOutput(out string, force bool) error {
 	return nil
 }
 
-// staging is a temporary directory beside the output. Everything is written
-// there, synced, and the directory is renamed into place last, so an
-// interrupted run leaves no directory at the output path.
-type staging struct {
+// Staging is a temporary directory beside the output. Everything is written
+// there, synced, and the directory is renamed into place last (Publish), so
+// an interrupted run leaves no directory at the output path.
+type Staging struct {
 	out, tmp string
 	force    bool
 }
 
-func newStaging(out string, force bool) (*staging, error) {
+// NewStaging creates the staging directory for out in out's parent.
+func NewStaging(out string, force bool) (*Staging, error) {
 	abs, err := filepath.Abs(out)
 	if err != nil {
 		return nil, fmt.Errorf("dgq: output %s: %w", out, err)
@@ -62,14 +63,15 @@ func newStaging(out string, force bool) (*staging, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dgq: create staging directory in %s: %w", parent, err)
 	}
-	return &staging{out: abs, tmp: tmp, force: force}, nil
+	return &Staging{out: abs, tmp: tmp, force: force}, nil
 }
 
-func (s *staging) path(name string) string { return filepath.Join(s.tmp, name) }
+// Path is the path of a file inside the staging directory.
+func (s *Staging) Path(name string) string { return filepath.Join(s.tmp, name) }
 
-// writeFile writes and syncs one file of the staging directory.
-func (s *staging) writeFile(name string, data []byte) error {
-	f, err := os.OpenFile(s.path(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// WriteFile writes and syncs one file of the staging directory.
+func (s *Staging) WriteFile(name string, data []byte) error {
+	f, err := os.OpenFile(s.Path(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("dgq: %w", err)
 	}
@@ -87,9 +89,9 @@ func (s *staging) writeFile(name string, data []byte) error {
 	return nil
 }
 
-// publish renames the staging directory to the output. An existing output is
+// Publish renames the staging directory to the output. An existing output is
 // re-checked (it may have appeared meanwhile) and replaced only with force.
-func (s *staging) publish() error {
+func (s *Staging) Publish() error {
 	if err := syncDir(s.tmp); err != nil {
 		return err
 	}
@@ -102,8 +104,8 @@ func (s *staging) publish() error {
 	return syncDir(filepath.Dir(s.out))
 }
 
-// abort removes the staging directory.
-func (s *staging) abort() { _ = os.RemoveAll(s.tmp) }
+// Abort removes the staging directory.
+func (s *Staging) Abort() { _ = os.RemoveAll(s.tmp) }
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -141,4 +143,22 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("dgq: write %s: %w", path, werr)
 	}
 	return syncDir(dir)
+}
+
+// CopyPackFiles copies a pack's side files into the staging directory,
+// refusing any whose size or digest differs from the manifest.
+func CopyPackFiles(st *Staging, srcDir string, files []File) error {
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(srcDir, filepath.Base(f.Name)))
+		if err != nil {
+			return fmt.Errorf("dgq: side file: %w", err)
+		}
+		if int64(len(data)) != f.Size || digestBytes(data) != f.Digest {
+			return fmt.Errorf("%w: side file %s of %s does not match its digest", ErrInvalid, f.Name, srcDir)
+		}
+		if err := st.WriteFile(f.Name, data); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -19,13 +19,14 @@ const Version = "0.1.0-dev"
 
 // QuantizeOptions configures Quantize.
 type QuantizeOptions struct {
-	Source     string   // snapshot directory (config.json + safetensors shards)
+	Source     string   // snapshot directory, or ORG/NAME[@REVISION] in the Hugging Face cache
 	Out        string   // pack directory to create
 	Profile    string   // bf16, q4, q5, q6, nvfp4, nvfp4x
 	Sets       []string // --set class=format overrides, in order
 	DryRun     bool     // plan only: no output is written
 	ReportPath string   // write a per-tensor error report (JSON) here
 	Force      bool     // replace an existing pack at Out
+	Overlay    bool     // write a layered pack: raw tensors reference the source shards
 	Workers    int      // encoding goroutines; 0 = GOMAXPROCS
 	Progress   Progress
 }
@@ -54,9 +55,6 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 		return nil, fmt.Errorf("%w: --report needs an actual run; drop --dry-run or --report", ErrUsage)
 	}
 	if !opts.DryRun {
-		if err := checkOutputPlacement(opts.Source, opts.Out); err != nil {
-			return nil, err
-		}
 		if err := CheckOutput(opts.Out, opts.Force); err != nil {
 			return nil, err
 		}
@@ -66,6 +64,11 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 		return nil, err
 	}
 	defer inv.snap.Close()
+	if !opts.DryRun {
+		if err := checkOutputPlacement(inv.source.Path, opts.Out); err != nil {
+			return nil, err
+		}
+	}
 	plan, err := layout.MakePlan(policy, inv.tensors)
 	if err != nil {
 		return nil, err
@@ -93,6 +96,7 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 // inventory is what the snapshot holds: every tensor's header entry and the
 // parsed config, with no weight bytes read.
 type inventory struct {
+	source  SourceInfo // the resolved snapshot folder, and repo/revision when it lies in a cache
 	snap    *hfcache.Snapshot
 	config  *layout.Config
 	refs    map[string]hfcache.TensorRef
@@ -104,11 +108,19 @@ func takeInventory(source string) (*inventory, error) {
 	if source == "" {
 		return nil, fmt.Errorf("%w: no source snapshot given (-m)", ErrUsage)
 	}
-	snap, err := hfcache.OpenSnapshot(source)
+	res, err := hfcache.ResolveSource(source)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := hfcache.OpenSnapshot(res.Dir)
 	if err != nil {
 		return nil, err
 	}
 	inv := &inventory{snap: snap, refs: make(map[string]hfcache.TensorRef)}
+	inv.source = SourceInfo{Path: res.Dir, Repo: res.Repo, Revision: res.Revision}
+	if abs, err := filepath.Abs(res.Dir); err == nil {
+		inv.source.Path = abs
+	}
 	cfgData, err := snap.ReadFile("config.json", 16<<20)
 	if err == nil {
 		inv.config, err = layout.ParseConfig(cfgData)
@@ -146,6 +158,9 @@ func checkOutputPlacement(source, out string) error {
 	if within(dst, src) || within(src, dst) {
 		return fmt.Errorf("%w: output %s overlaps the source snapshot %s; choose another -o", ErrUsage, out, source)
 	}
+	if hfcache.IsInCache(dst) {
+		return fmt.Errorf("%w: output %s lies inside the Hugging Face cache; dgq never writes there, choose another -o", ErrUsage, out)
+	}
 	return nil
 }
 
@@ -156,27 +171,38 @@ func within(p, dir string) bool {
 
 // writePack executes the plan into a staging directory and publishes it.
 func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory) (*Manifest, []TensorStats, error) {
-	st, err := newStaging(opts.Out, opts.Force)
+	st, err := NewStaging(opts.Out, opts.Force)
 	if err != nil {
 		return nil, nil, err
 	}
 	published := false
 	defer func() {
 		if !published {
-			st.abort()
+			st.Abort()
 		}
 	}()
-	blob, err := os.OpenFile(st.path(BlobName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	var em *overlayEmitter
+	blobSize := plan.BlobSize
+	if opts.Overlay {
+		if em, err = newOverlayEmitter(plan, inv); err != nil {
+			return nil, nil, err
+		}
+		blobSize = em.local.Size
+	}
+	blob, err := os.OpenFile(st.Path(BlobName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dgq: %w", err)
 	}
 	defer blob.Close()
-	if err := blob.Truncate(plan.BlobSize); err != nil {
+	if err := blob.Truncate(blobSize); err != nil {
 		return nil, nil, fmt.Errorf("dgq: size blob: %w", err)
 	}
 	prog := progressOrNop(opts.Progress)
 	prog.Start("quantize", inv.bytes)
 	x := &executor{blob: blob, workers: opts.Workers, progress: prog}
+	if em != nil {
+		x.place = em.place
+	}
 	tensors, stats, err := x.run(ctx, plan, inv.refs)
 	prog.Finish()
 	if err != nil {
@@ -192,7 +218,10 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 	if err != nil {
 		return nil, nil, err
 	}
-	m := newManifest(plan, tensors, files, opts.Source)
+	m := newManifest(plan, tensors, files, inv.source)
+	if em != nil {
+		em.annotate(m, inv)
+	}
 	data, err := m.Marshal()
 	if err != nil {
 		return nil, nil, err
@@ -200,17 +229,17 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	if err := st.writeFile(ManifestName, data); err != nil {
+	if err := st.WriteFile(ManifestName, data); err != nil {
 		return nil, nil, err
 	}
-	if err := st.publish(); err != nil {
+	if err := st.Publish(); err != nil {
 		return nil, nil, err
 	}
 	published = true
 	return m, stats, nil
 }
 
-func newManifest(plan *layout.Plan, tensors []Tensor, files []File, source string) *Manifest {
+func newManifest(plan *layout.Plan, tensors []Tensor, files []File, source SourceInfo) *Manifest {
 	m := &Manifest{
 		FormatVersion: FormatVersion,
 		Generator:     "dgq " + Version,
@@ -222,9 +251,7 @@ func newManifest(plan *layout.Plan, tensors []Tensor, files []File, source strin
 		Tensors:       tensors,
 		Files:         files,
 	}
-	if abs, err := filepath.Abs(source); err == nil {
-		m.Source = &SourceInfo{Path: abs}
-	}
+	m.Source = &source
 	for _, t := range tensors {
 		if t.Format == codecs.NVFP4 {
 			m.FormatVersion = FormatVersionNVFP4

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"unsafe"
 )
 
 // Pack is an opened, validated self-contained pack. Its blob is mapped
@@ -16,6 +17,33 @@ type Pack struct {
 	Manifest *Manifest
 	blob     []byte
 	index    map[string]int
+	release  func([]byte) error
+}
+
+// NewPackView wraps a canonical address space assembled elsewhere (the
+// overlay loader's view of a layered pack) as a Pack. The caller has
+// validated m; release is called by Close.
+func NewPackView(dir string, m *Manifest, blob []byte, release func([]byte) error) (*Pack, error) {
+	if int64(len(blob)) != m.BlobSize {
+		return nil, fmt.Errorf("dgq: %s: view holds %d bytes, blob_size is %d", dir, len(blob), m.BlobSize)
+	}
+	if err := checkAligned(blob); err != nil {
+		return nil, fmt.Errorf("dgq: %s: %w", dir, err)
+	}
+	p := &Pack{Dir: dir, Manifest: m, blob: blob, index: make(map[string]int, len(m.Tensors)), release: release}
+	for i, t := range m.Tensors {
+		p.index[t.Name] = i
+	}
+	return p, nil
+}
+
+// checkAligned asserts the view's base address is 64-byte aligned, so every
+// canonical offset (a multiple of 64) is an aligned address for typed loads.
+func checkAligned(b []byte) error {
+	if len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%64 != 0 {
+		return fmt.Errorf("blob base address %p is not 64-byte aligned", &b[0])
+	}
+	return nil
 }
 
 // ReadManifest reads and decodes dir's manifest without validating it.
@@ -72,16 +100,20 @@ func Open(dir string) (*Pack, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pack{Dir: dir, Manifest: m, blob: blob, index: make(map[string]int, len(m.Tensors))}
-	for i, t := range m.Tensors {
-		p.index[t.Name] = i
+	p, err := NewPackView(dir, m, blob, unmapFile)
+	if err != nil {
+		unmapFile(blob)
+		return nil, err
 	}
 	return p, nil
 }
 
-// Close unmaps the blob. Slices obtained from the pack become invalid.
+// Close releases the blob. Slices obtained from the pack become invalid.
 func (p *Pack) Close() error {
-	err := unmapFile(p.blob)
+	var err error
+	if p.release != nil && p.blob != nil {
+		err = p.release(p.blob)
+	}
 	p.blob = nil
 	return err
 }

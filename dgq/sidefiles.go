@@ -52,7 +52,7 @@ func isSideFile(name string) bool {
 
 // copySideFiles copies the side files into the staging directory and records
 // their sizes and digests.
-func copySideFiles(st *staging, snap *hfcache.Snapshot) ([]File, error) {
+func copySideFiles(st *Staging, snap *hfcache.Snapshot) ([]File, error) {
 	names, err := sideFileNames(snap)
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func copySideFiles(st *staging, snap *hfcache.Snapshot) ([]File, error) {
 			}
 			return nil, err
 		}
-		if err := st.writeFile(name, data); err != nil {
+		if err := st.WriteFile(name, data); err != nil {
 			return nil, err
 		}
 		files = append(files, File{Name: name, Size: int64(len(data)), Digest: digestBytes(data)})

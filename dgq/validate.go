@@ -12,24 +12,34 @@ import (
 	"github.com/dgq-dev/dgq/layout"
 )
 
-// Validate checks every structural rule of a manifest against a blob of
-// blobSize bytes (pass -1 when the blob's size is unknown) and returns all
-// findings, in a stable order. It reads no tensor bytes.
+// Validate checks every structural rule of a manifest against the pack's
+// own blob file of blobSize bytes (pass -1 when its size is unknown) and
+// returns all findings, in a stable order. It reads no tensor bytes and
+// resolves no external files (the overlay package checks those).
 func Validate(m *Manifest, blobSize int64) []Finding {
-	v := validator{m: m, end: m.BlobSize}
-	if blobSize >= 0 && blobSize < v.end {
+	v := validator{m: m, end: m.BlobSize, layered: m.Layered() || m.LocalBlobSize != nil}
+	if !v.layered && blobSize >= 0 && blobSize < v.end {
 		v.end = blobSize
+	}
+	v.local = m.StoredBlobSize()
+	if blobSize >= 0 && blobSize < v.local {
+		v.local = blobSize
 	}
 	v.findings = append(v.findings, m.decodeFindings...)
 	v.header(blobSize)
 	v.tensors()
 	v.layout()
+	if v.layered {
+		v.layeredRules()
+	}
 	return v.findings
 }
 
 type validator struct {
 	m        *Manifest
-	end      int64 // bytes actually addressable: min(blob_size, size of the blob file)
+	end      int64 // canonical bytes addressable: blob_size, or less when a self-contained blob file is short
+	local    int64 // bytes of the pack's own blob file that sources may address
+	layered  bool
 	findings []Finding
 }
 
@@ -51,8 +61,8 @@ func (v *validator) header(blobSize int64) {
 	if m.BlobSize < 0 {
 		v.add("", KindManifest, "blob_size %d is negative", m.BlobSize)
 	}
-	if blobSize >= 0 && m.BlobSize != blobSize {
-		v.add("", KindBlob, "blob is %d bytes, manifest says %d", blobSize, m.BlobSize)
+	if blobSize >= 0 && m.StoredBlobSize() != blobSize {
+		v.add("", KindBlob, "blob is %d bytes, manifest says %d", blobSize, m.StoredBlobSize())
 	}
 	if m.ExpertSplit < 0 || m.ExpertSplit%layout.ExpertSplitAlign != 0 {
 		v.add("", KindExpertSplit, "expert_split %d is not a non-negative multiple of %d", m.ExpertSplit, layout.ExpertSplitAlign)
@@ -112,9 +122,6 @@ func (v *validator) tensor(name string, t *Tensor) {
 	if !isHexDigest(t.Digest) {
 		v.add(name, KindDigest, "digest %q is not 64 hex digits", t.Digest)
 	}
-	if t.Source != nil {
-		v.source(name, t.Source)
-	}
 	if !t.Format.Valid() || !t.DType.Valid() || t.Class == layout.ClassInvalid {
 		return // already reported when decoding
 	}
@@ -141,28 +148,6 @@ func (v *validator) tensor(name string, t *Tensor) {
 		v.add(name, KindSize, "%v", err)
 	} else if want != t.Size {
 		v.add(name, KindSize, "size %d, but %s %s %v takes %d bytes", t.Size, t.Format, t.DType, t.Shape, want)
-	}
-}
-
-func (v *validator) source(name string, s *Source) {
-	switch s.Kind {
-	case "local":
-		if s.File != "" {
-			v.add(name, KindSource, "local source names a file %q", s.File)
-		}
-	case "external":
-		found := false
-		for _, f := range v.m.ExternalFiles {
-			found = found || f.ID == s.File
-		}
-		if !found {
-			v.add(name, KindSource, "external source file %q is not in external_files", s.File)
-		}
-	default:
-		v.add(name, KindSource, "source kind %q is neither local nor external", s.Kind)
-	}
-	if s.Offset < 0 {
-		v.add(name, KindSource, "source offset %d is negative", s.Offset)
 	}
 }
 
@@ -214,3 +199,89 @@ func isHexDigest(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil && strings.ToLower(s) == s
 }
+
+// layeredRules checks what only a layered pack has: every entry has a
+// source, sources lie inside the local blob or a pinned external file, only
+// raw tensors come from external files, and the local expert tail mirrors the
+// canonical one so it can be mapped without a copy.
+func (v *validator) layeredRules() {
+	m := v.m
+	if m.LocalBlobSize == nil || *m.LocalBlobSize < 0 {
+		v.add("", KindManifest, "layered pack without a valid local_blob_size")
+	}
+	split := int64(-1)
+	if m.LocalExpertSplit == nil || *m.LocalExpertSplit < 0 || *m.LocalExpertSplit%layout.ExpertSplitAlign != 0 {
+		v.add("", KindExpertSplit, "layered pack needs local_expert_split, a non-negative multiple of %d", layout.ExpertSplitAlign)
+	} else {
+		split = *m.LocalExpertSplit
+	}
+	ids := map[string]bool{}
+	for _, f := range m.ExternalFiles {
+		switch {
+		case f.ID == "" || ids[f.ID]:
+			v.add("", KindSource, "external file id %q is empty or repeated", f.ID)
+		case f.Role != RoleHF && f.Role != RolePackBin:
+			v.add("", KindSource, "external file %s has unknown role %q", f.ID, f.Role)
+		case !cleanRelPath(f.Path):
+			v.add("", KindSource, "external file %s path %q must be relative, without .. or backslashes", f.ID, f.Path)
+		case f.Size < 0:
+			v.add("", KindSource, "external file %s has negative size", f.ID)
+		case f.Role == RoleHF && (f.Repo == "" || f.Revision == "" || !isHexSHA256(f.HeaderSHA256)):
+			v.add("", KindSource, "external file %s needs repo, revision and a 64-hex header_sha256", f.ID)
+		}
+		ids[f.ID] = true
+	}
+	for _, t := range m.Tensors {
+		s := t.Source
+		if s == nil {
+			v.add(t.Name, KindSource, "layered pack entry has no source")
+			continue
+		}
+		if s.Offset < 0 {
+			v.add(t.Name, KindSource, "source offset %d is negative", s.Offset)
+			continue
+		}
+		end, carry := bits.Add64(uint64(s.Offset), uint64(max(t.Size, 0)), 0)
+		switch s.Kind {
+		case SourceLocal:
+			if s.File != "" {
+				v.add(t.Name, KindSource, "local source names a file %q", s.File)
+			}
+			if s.Offset%layout.TensorAlign != 0 {
+				v.add(t.Name, KindAlignment, "local offset %d is not a multiple of %d", s.Offset, layout.TensorAlign)
+			}
+			if carry != 0 || end > uint64(v.local) {
+				v.add(t.Name, KindBounds, "local bytes [%d, +%d) extend past the local blob end %d", s.Offset, t.Size, v.local)
+			}
+			if t.Class == layout.Experts && split >= 0 && s.Offset-split != t.Offset-m.ExpertSplit {
+				v.add(t.Name, KindExpertSplit, "local offset %d does not mirror the canonical tail (want %d)", s.Offset, split+t.Offset-m.ExpertSplit)
+			}
+		case SourceExternal:
+			f, ok := m.ExternalFile(s.File)
+			switch {
+			case !ok:
+				v.add(t.Name, KindSource, "external source file %q is not in external_files", s.File)
+			case t.Format != codecs.Raw:
+				v.add(t.Name, KindSource, "%s tensor cannot come from an external file (only raw bytes are verbatim)", t.Format)
+			case carry != 0 || end > uint64(f.Size):
+				v.add(t.Name, KindBounds, "bytes [%d, +%d) extend past the end of external file %s (%d bytes)", s.Offset, t.Size, f.ID, f.Size)
+			}
+		default:
+			v.add(t.Name, KindSource, "source kind %q is neither local nor external", s.Kind)
+		}
+	}
+}
+
+func cleanRelPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || filepath.IsAbs(p) {
+		return false
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "" || part == "." || part == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+func isHexSHA256(s string) bool { return isHexDigest(s) }

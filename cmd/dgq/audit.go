@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/overlay"
 )
 
 func newAuditCmd(e *env) *cobra.Command {
@@ -15,7 +16,7 @@ func newAuditCmd(e *env) *cobra.Command {
 		Short: "Check every rule of the format and every digest; exit 0 only when the pack is clean",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := dgq.Audit(e.ctx, args[0], dgq.AuditOptions{Progress: newProgress(e)})
+			rep, err := overlay.Audit(e.ctx, args[0], dgq.AuditOptions{Progress: newProgress(e)})
 			if err != nil {
 				return err
 			}

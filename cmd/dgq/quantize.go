@@ -9,7 +9,7 @@ import (
 func newQuantizeCmd(e *env) *cobra.Command {
 	var o dgq.QuantizeOptions
 	c := &cobra.Command{
-		Use:   "quantize --profile P -m SNAPSHOT_DIR -o OUT [--set class=format ...]",
+		Use:   "quantize --profile P -m SNAPSHOT_DIR|ORG/NAME[@REV] -o OUT [--set class=format ...] [--overlay]",
 		Short: "Quantize a Hugging Face snapshot into a self-contained .dgq pack",
 		Long: `quantize streams a DiffusionGemma snapshot (config.json + safetensors shards) into a pack in one pass.
 
@@ -32,11 +32,12 @@ exists.`,
 	f := c.Flags()
 	f.StringVar(&o.Profile, "profile", "", "quantization profile: bf16, q4, q5, q6, nvfp4, nvfp4x (required)")
 	f.StringArrayVar(&o.Sets, "set", nil, "override a class: class=format (repeatable)")
-	f.StringVarP(&o.Source, "model", "m", "", "source snapshot directory (required)")
+	f.StringVarP(&o.Source, "model", "m", "", "source: a snapshot directory, or ORG/NAME[@REVISION] in the Hugging Face cache (required)")
 	f.StringVarP(&o.Out, "out", "o", "", "output pack directory (required unless --dry-run)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the per-class plan (tensors, parameters, bytes, bits per weight) and write nothing")
 	f.StringVar(&o.ReportPath, "report", "", "write per-tensor relative RMSE and max abs error as JSON to this file")
 	f.BoolVar(&o.Force, "force", false, "replace an existing pack at the output path")
+	f.BoolVar(&o.Overlay, "overlay", false, "write a layered pack whose raw tensors reference the source's Hugging Face shards")
 	f.IntVar(&o.Workers, "workers", 0, "encoding goroutines (0 = all cores)")
 	_ = c.MarkFlagRequired("profile")
 	_ = c.MarkFlagRequired("model")

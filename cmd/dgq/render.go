@@ -11,6 +11,7 @@ import (
 
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/layout"
+	"github.com/dgq-dev/dgq/overlay"
 )
 
 var (
@@ -78,14 +79,27 @@ func renderInspect(w io.Writer, dir string, info *dgq.PackInfo) {
 		fmt.Fprintf(w, "  override %s=%s\n", o.Target, o.Format)
 	}
 	fmt.Fprintf(w, "  blob %s: %d bytes, expert_split %d\n", info.Blob, info.BlobSize, info.ExpertSplit)
+	if info.Layered && info.LocalBlobSize != nil && info.LocalExpertSplit != nil {
+		fmt.Fprintf(w, "  layered: local blob %d bytes (expert tail from %d, mapped without copying); %d external files\n", *info.LocalBlobSize, *info.LocalExpertSplit, len(info.ExternalFiles))
+		for _, f := range info.ExternalFiles {
+			fmt.Fprintf(w, "    %s %s %s@%s/%s (%d bytes, header sha256 %.12s)\n", f.ID, f.Role, f.Repo, f.Revision, f.Path, f.Size, f.HeaderSHA256)
+		}
+	}
 	if info.Source != nil && info.Source.Path != "" {
 		fmt.Fprintf(w, "  source %s\n", info.Source.Path)
 	}
 	renderSummary(w, info.Summary)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "offset\tsize\tclass\tformat\tdtype\tshape\tname")
+	fmt.Fprintln(tw, "offset\tsize\tclass\tformat\tdtype\tshape\tsource\tname")
 	for _, t := range info.Tensors {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%v\t%s\n", t.Offset, t.Size, t.Class, t.Format, t.DType, t.Shape, t.Name)
+		src := "-"
+		if t.Source != nil {
+			src = fmt.Sprintf("%s@%d", t.Source.Kind, t.Source.Offset)
+			if t.Source.File != "" {
+				src = fmt.Sprintf("%s:%d", t.Source.File, t.Source.Offset)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%v\t%s\t%s\n", t.Offset, t.Size, t.Class, t.Format, t.DType, t.Shape, src, t.Name)
 	}
 	tw.Flush()
 	if len(info.Findings) > 0 {
@@ -112,4 +126,15 @@ func renderDemo(w io.Writer, res *dgq.DemoResult) {
 	fmt.Fprintf(w, "%d tensors, blob %d bytes, expert_split %d\n", len(res.Inspect.Tensors), res.Inspect.BlobSize, res.Inspect.ExpertSplit)
 	fmt.Fprintln(w, "\n== audit")
 	renderAudit(w, res.Out, res.Audit)
+}
+
+func renderRepack(w io.Writer, out string, res *overlay.RepackResult) {
+	layered := "self-contained"
+	if res.Manifest.Layered() {
+		layered = fmt.Sprintf("layered (%d external files)", len(res.Manifest.ExternalFiles))
+	}
+	fmt.Fprintf(w, "wrote %s: %s, %d tensors, own blob %d bytes (canonical %d)\n", out, layered, len(res.Manifest.Tensors), res.LocalBytes, res.Manifest.BlobSize)
+	for _, n := range res.Mismatched {
+		fmt.Fprintf(w, "  stored locally (differs from the base snapshot): %s\n", n)
+	}
 }

@@ -1,0 +1,139 @@
+package overlay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/layout"
+)
+
+// Open loads any pack: a self-contained pack is mapped by dgq.Open; a layered
+// pack is validated, its external pins checked, and its canonical address
+// space assembled (see the package doc). Either way the result is a
+// *dgq.Pack whose Blob() is the canonical, 64-byte-aligned address space.
+func Open(dir string) (*dgq.Pack, error) {
+	m, err := dgq.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !m.Layered() {
+		return dgq.Open(dir)
+	}
+	st, err := os.Stat(filepath.Join(dir, filepath.Base(m.Blob)))
+	size := int64(-1)
+	if err == nil {
+		size = st.Size()
+	}
+	if findings := dgq.Validate(m, size); len(findings) > 0 || err != nil {
+		if err != nil {
+			findings = append(findings, dgq.Finding{Kind: dgq.KindBlob, Message: fmt.Sprintf("local blob %s cannot be read: %v", m.Blob, err)})
+		}
+		return nil, &dgq.InvalidError{Dir: dir, Findings: findings}
+	}
+	view, release, err := assemble(dir, m)
+	if err != nil {
+		return nil, err
+	}
+	p, err := dgq.NewPackView(dir, m, view, release)
+	if err != nil {
+		release(view)
+		return nil, err
+	}
+	return p, nil
+}
+
+// assemble builds the canonical view of a validated layered pack.
+func assemble(dir string, m *dgq.Manifest) ([]byte, func([]byte) error, error) {
+	local, err := os.Open(filepath.Join(dir, filepath.Base(m.Blob)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("overlay: %w", err)
+	}
+	defer local.Close()
+	files, err := openPins(dir, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	view, release, err := reserve(m.BlobSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	tailMapped := false
+	if mirroredTail(m) {
+		tailMapped = mapTail(view, local, *m.LocalExpertSplit, m.ExpertSplit) == nil
+	}
+	for _, t := range m.Tensors {
+		if tailMapped && t.Class == layout.Experts {
+			continue
+		}
+		src := io.ReaderAt(local)
+		if t.Source.Kind == dgq.SourceExternal {
+			src = files[t.Source.File]
+		}
+		if err := readFull(src, view[t.Offset:t.Offset+t.Size], t.Source.Offset); err != nil {
+			release(view)
+			return nil, nil, fmt.Errorf("overlay: %s: read tensor %s: %w", dir, t.Name, err)
+		}
+	}
+	protect(view[:m.ExpertSplit])
+	return view, release, nil
+}
+
+// openPins checks every external file's pin and opens it; all stale files
+// are reported together.
+func openPins(dir string, m *dgq.Manifest) (map[string]*os.File, error) {
+	files := map[string]*os.File{}
+	var errs []error
+	for _, f := range m.ExternalFiles {
+		p, err := resolvePin(dir, f)
+		if err == nil {
+			var fh *os.File
+			if fh, err = os.Open(p); err == nil {
+				files[f.ID] = fh
+			}
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, errors.Join(errs...)
+	}
+	return files, nil
+}
+
+// mirroredTail reports whether every expert tensor is local, so the tail can
+// be mapped from the local blob in one piece.
+func mirroredTail(m *dgq.Manifest) bool {
+	if m.LocalExpertSplit == nil || m.BlobSize == m.ExpertSplit {
+		return false
+	}
+	for _, t := range m.Tensors {
+		if t.Class == layout.Experts && t.Source.Kind != dgq.SourceLocal {
+			return false
+		}
+	}
+	return true
+}
+
+func readFull(r io.ReaderAt, dst []byte, off int64) error {
+	n, err := r.ReadAt(dst, off)
+	if n == len(dst) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
