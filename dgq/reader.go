@@ -52,7 +52,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			if st, serr := os.Stat(dir); serr != nil || !st.IsDir() {
+			if st, serr := os.Stat(dir); serr != nil {
+				return nil, fmt.Errorf("%w: %s does not exist", ErrManifest, dir)
+			} else if !st.IsDir() {
 				return nil, fmt.Errorf("%w: %s is not a directory", ErrManifest, dir)
 			}
 			return nil, fmt.Errorf("%w: %s has no %s (not a dgq pack)", ErrManifest, dir, ManifestName)

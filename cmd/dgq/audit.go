@@ -29,11 +29,23 @@ func newAuditCmd(e *env) *cobra.Command {
 			}
 			if !rep.OK {
 				err := fmt.Errorf("audit of %s found %d problem(s)", args[0], len(rep.Findings))
-				return &codedError{err: err, code: exitInvalid, silent: asJSON}
+				return &codedError{err: err, code: auditExitCode(rep), silent: asJSON}
 			}
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print {ok, findings} as JSON")
 	return c
+}
+
+// auditExitCode is exitStale when every finding is a stale external file
+// (the pack is fine; the cache needs the hf download the messages name),
+// exitInvalid otherwise.
+func auditExitCode(rep *dgq.AuditReport) int {
+	for _, f := range rep.Findings {
+		if f.Kind != dgq.KindStale {
+			return exitInvalid
+		}
+	}
+	return exitStale
 }

@@ -17,7 +17,7 @@ const (
 	exitFailure  = 1 // anything not classified below
 	exitUsage    = 2 // bad flags or arguments, output exists without --force
 	exitInvalid  = 3 // invalid or corrupt input: source snapshot, config, pack; audit findings
-	exitStale    = 4 // stale or incomplete Hugging Face cache (reserved for cache resolution)
+	exitStale    = 4 // stale or incomplete Hugging Face cache: repo/revision not cached, pinned shard missing or changed
 	exitIO       = 5 // I/O failure: unreadable/unwritable files, disk full
 	exitCanceled = 130
 )
@@ -47,6 +47,8 @@ var invalidErrors = []error{
 	codecs.ErrNonFinite,
 }
 
+var staleErrors = []error{hfcache.ErrStale, hfcache.ErrNotInCache}
+
 func exitCode(err error) int {
 	var ce *codedError
 	if errors.As(err, &ce) {
@@ -54,6 +56,11 @@ func exitCode(err error) int {
 	}
 	if errors.Is(err, context.Canceled) {
 		return exitCanceled
+	}
+	for _, target := range staleErrors {
+		if errors.Is(err, target) {
+			return exitStale
+		}
 	}
 	for _, target := range usageErrors {
 		if errors.Is(err, target) {

@@ -199,3 +199,71 @@ func TestExistingOutputNeedsForce(t *testing.T) {
 		t.Fatal(r.stderr)
 	}
 }
+
+// The overlay workflow from the command line, with HF_HOME pointing at a
+// Hugging Face cache that holds the tiny checkpoint.
+func TestOverlayWorkflow(t *testing.T) {
+	home := t.TempDir()
+	snap, err := testmodel.WriteHubCache(filepath.Join(home, "hub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DGQ_HF_HOME", "")
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HUGGINGFACE_HUB_CACHE", "")
+	t.Setenv("HF_HOME", home)
+	dir := t.TempDir()
+	ov, mono, direct, back := filepath.Join(dir, "ov"), filepath.Join(dir, "mono"), filepath.Join(dir, "direct"), filepath.Join(dir, "back")
+	for _, args := range [][]string{
+		{"quantize", "--profile", "q4", "--overlay", "-m", "dgq-test/diffusiongemma-tiny", "-o", ov},
+		{"quantize", "--profile", "q4", "-m", "dgq-test/diffusiongemma-tiny@main", "-o", direct},
+		{"audit", ov},
+		{"repack", "--monolithic", "-m", ov, "-o", mono},
+		{"repack", "--overlay", "-m", direct, "-o", back},
+		{"audit", back},
+	} {
+		if r := dgqRun(args...); r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+	}
+	a, _ := os.ReadFile(filepath.Join(mono, dgq.BlobName))
+	b, _ := os.ReadFile(filepath.Join(direct, dgq.BlobName))
+	if !bytes.Equal(a, b) {
+		t.Fatal("repack --monolithic differs from a direct quantize")
+	}
+	r := dgqRun("inspect", "--json", ov)
+	var info struct {
+		Layered       bool             `json:"layered"`
+		ExternalFiles []map[string]any `json:"external_files"`
+		Tensors       []struct {
+			Source map[string]any `json:"source"`
+		} `json:"tensors"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || !info.Layered || len(info.ExternalFiles) == 0 {
+		t.Fatalf("inspect --json of the overlay: %v %s", err, r.stdout)
+	}
+	for _, k := range []string{"id", "role", "repo", "revision", "path", "size", "header_sha256"} {
+		if _, ok := info.ExternalFiles[0][k]; !ok {
+			t.Errorf("external file lacks %q", k)
+		}
+	}
+	kinds := map[string]bool{}
+	for _, tn := range info.Tensors {
+		kinds[tn.Source["kind"].(string)] = true
+		if _, ok := tn.Source["offset"]; !ok {
+			t.Fatal("source without offset")
+		}
+	}
+	if !kinds["local"] || !kinds["external"] {
+		t.Errorf("source kinds %v", kinds)
+	}
+	// A missing shard: audit exits 4 and prints the fix.
+	target, _ := filepath.EvalSymlinks(filepath.Join(snap, "model-00002-of-00004.safetensors"))
+	os.Remove(target)
+	r = dgqRun("audit", ov)
+	if r.code != exitStale || !strings.Contains(r.stdout, "hf download dgq-test/diffusiongemma-tiny --revision ") || !strings.Contains(r.stdout, "--include model-00002-of-00004.safetensors") {
+		t.Fatalf("audit with a missing shard: %d %q", r.code, r.stdout)
+	}
+	assertOneLineError(t, dgqRun("repack", "--monolithic", "-m", ov, "-o", filepath.Join(dir, "m2")), exitStale, "hf download")
+	assertOneLineError(t, dgqRun("repack", "-m", ov, "-o", filepath.Join(dir, "m3")), exitUsage, "--overlay")
+}
