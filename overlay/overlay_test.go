@@ -287,3 +287,46 @@ func TestOverlayNeedsCacheSource(t *testing.T) {
 		t.Fatal("output created")
 	}
 }
+
+// The loader maps the expert tail from the local blob (a change to the file
+// shows through the view) and copies the head (it does not).
+func TestTailIsMappedHeadIsCopied(t *testing.T) {
+	hubCache(t)
+	layered := quantize(t, tinyRepo, "q4", true)
+	m, _ := dgq.ReadManifest(layered)
+	p, err := Open(layered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var head, tail *dgq.Tensor
+	for i := range m.Tensors {
+		tn := &m.Tensors[i]
+		if tn.Source.Kind != dgq.SourceLocal {
+			continue
+		}
+		if tn.Class == layout.Experts && tail == nil {
+			tail = tn
+		} else if tn.Class != layout.Experts && head == nil {
+			head = tn
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(layered, dgq.BlobName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	view := p.Blob()
+	for _, c := range []struct {
+		t      *dgq.Tensor
+		mapped bool
+	}{{tail, true}, {head, false}} {
+		before := view[c.t.Offset]
+		if _, err := f.WriteAt([]byte{before ^ 0xFF}, c.t.Source.Offset); err != nil {
+			t.Fatal(err)
+		}
+		if got := view[c.t.Offset] != before; got != c.mapped {
+			t.Errorf("%s (%s): view changed with the file = %v, want %v", c.t.Name, c.t.Class, got, c.mapped)
+		}
+	}
+}
