@@ -37,3 +37,17 @@ func fail(kind error, where, format string, args ...any) error {
 	}
 	return fmt.Errorf("%w: %s", kind, detail)
 }
+
+// Sentinels of hub cache resolution (resolve.go, hint.go).
+var (
+	// ErrNotInCache: a repo, revision or snapshot folder is not in the hub
+	// cache. The message ends with the fix, "hf download ORG/NAME
+	// --revision REV".
+	ErrNotInCache = errors.New("hfcache: not in the hub cache")
+	// ErrRepoRef: a repo id or revision is malformed (it cannot be looked
+	// up, nor downloaded).
+	ErrRepoRef = errors.New("hfcache: invalid repo id or revision")
+	// ErrStale: a pinned external file is missing or changed (StaleError
+	// unwraps to it).
+	ErrStale = errors.New("hfcache: stale external file")
+)

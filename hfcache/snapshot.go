@@ -56,7 +56,9 @@ type TensorRef struct {
 // transformers does. Shards not named by the index are ignored.
 //
 // Errors name the file: ErrMissingFile for a missing folder, index or shard
-// (including a dangling symlink, as an interrupted download leaves),
+// (including a dangling symlink, as an interrupted download leaves; inside
+// a hub cache snapshot, as Detect recognizes it, the message ends with
+// "; fix: hf download ORG/NAME --revision COMMIT [--include FILE]"),
 // ErrIndex for a malformed index, ErrSafetensors (and the sentinels that
 // wrap it) for a malformed shard, ErrInventory when index and shards
 // disagree. The Snapshot must be closed.
@@ -64,7 +66,7 @@ func OpenSnapshot(dir string) (*Snapshot, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fail(ErrMissingFile, "", "snapshot folder %s does not exist", display(dir))
+			return nil, fail(ErrMissingFile, "", "snapshot folder %s does not exist%s", display(dir), fixFor(dir))
 		}
 		return nil, fmt.Errorf("hfcache: snapshot folder %s: %w", display(dir), err)
 	}
@@ -93,7 +95,7 @@ func OpenSnapshot(dir string) (*Snapshot, error) {
 		slices.Sort(names)
 		names = slices.Compact(names)
 	default:
-		return nil, fail(ErrMissingFile, "", "snapshot folder %s holds neither %s nor %s", display(dir), IndexFile, SingleFile)
+		return nil, fail(ErrMissingFile, "", "snapshot folder %s holds neither %s nor %s%s", display(dir), IndexFile, SingleFile, fixFor(dir))
 	}
 
 	for _, name := range names {
@@ -315,13 +317,15 @@ func readCapped(p string, maxBytes int64, tooLarge error, what string) ([]byte, 
 }
 
 // missing describes a file that cannot be opened because it does not exist,
-// telling a dangling symlink (an interrupted hub download) apart.
+// telling a dangling symlink (an interrupted hub download) apart. Inside a
+// hub cache snapshot the message ends with the fix, "hf download ORG/NAME
+// --revision COMMIT --include FILE".
 func missing(p, what string) error {
 	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		target, _ := os.Readlink(p)
-		return fail(ErrMissingFile, "", "%s %s is a dangling symlink to %s (incomplete download?)", what, display(p), display(target))
+		return fail(ErrMissingFile, "", "%s %s is a dangling symlink to %s (incomplete download?)%s", what, display(p), display(target), fixFor(p))
 	}
-	return fail(ErrMissingFile, "", "%s %s does not exist", what, display(p))
+	return fail(ErrMissingFile, "", "%s %s does not exist%s", what, display(p), fixFor(p))
 }
 
 // lexists reports whether p exists as a directory entry (a dangling symlink
