@@ -64,10 +64,14 @@ func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]h
 		if x.place != nil {
 			off, skip = x.place(e)
 		}
+		// Source pages are dropped from the mapping as soon as they are
+		// consumed, so resident memory stays at a few chunks whatever the
+		// tensor's size (the page cache keeps them for a second pass).
+		release := func(pos, n int64) { ref.Shard.Release(ref.Offset+pos, n) }
 		if e.Format == codecs.Raw {
-			digest, st, err = x.writeRaw(ctx, e, ref.Bytes(), off, skip)
+			digest, st, err = x.writeRaw(ctx, e, ref.Bytes(), off, skip, release)
 		} else {
-			digest, st, err = x.writeEncoded(ctx, e, ref.Bytes(), off)
+			digest, st, err = x.writeEncoded(ctx, e, ref.Bytes(), off, release)
 		}
 		ref.Shard.Release(ref.Offset, ref.Size)
 		if err != nil {
@@ -81,7 +85,7 @@ func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]h
 
 // writeRaw copies the source bytes verbatim to off (unless skip), refusing
 // non-finite values.
-func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte, off int64, skip bool) (string, codecs.Stats, error) {
+func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte, off int64, skip bool, release func(pos, n int64)) (string, codecs.Stats, error) {
 	if int64(len(src)) != e.Size {
 		return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: source holds %d bytes, plan expects %d", ErrSource, e.Name, len(src), e.Size)
 	}
@@ -101,6 +105,7 @@ func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte, off
 			}
 		}
 		h.Write(chunk)
+		release(int64(pos), int64(len(chunk)))
 		x.progress.Add(int64(len(chunk)))
 	}
 	st.N = int64(len(src) / max(e.DType.Size(), 1))
@@ -119,7 +124,7 @@ type chunkResult struct {
 // committed in row order: the first plane is written (positional write) and
 // hashed as it completes; the later, small planes are collected and written
 // after it, so the digest covers the tensor's bytes front to back.
-func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte, off int64) (string, codecs.Stats, error) {
+func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte, off int64, release func(pos, n int64)) (string, codecs.Stats, error) {
 	m, err := codecs.FlattenShape(e.Shape)
 	if err != nil {
 		return "", codecs.Stats{}, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
@@ -140,6 +145,7 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte,
 			return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
 		}
 		enc.SetAmax(amax)
+		release(0, int64(len(src)))
 	}
 	planes := enc.Planes()
 	tail := make([][]byte, len(planes)) // planes after the first, collected in memory
@@ -164,6 +170,7 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte,
 			}
 		}
 		total.Merge(r.stats)
+		release(r.r0*rowBytes, r.n*rowBytes)
 		x.progress.Add(r.n * rowBytes)
 		return nil
 	}
