@@ -133,9 +133,15 @@ func AuditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptio
 			defer wg.Done()
 			for i := range jobs {
 				t := m.Tensors[i]
-				got := hashRegion(blob[t.Offset : t.Offset+t.Size])
+				var got string
+				ferr := guardFault("tensor "+t.Name, func() error {
+					got = hashRegion(blob[t.Offset : t.Offset+t.Size])
+					return nil
+				})
 				mu.Lock()
-				if got != t.Digest {
+				if ferr != nil {
+					findings = append(findings, Finding{Tensor: t.Name, Kind: KindBlob, Message: ferr.Error()})
+				} else if got != t.Digest {
 					findings = append(findings, Finding{Tensor: t.Name, Kind: KindDigest, Message: fmt.Sprintf("content digest %s does not match the manifest's %s (bytes [%d, %d) altered)", got[:16], t.Digest[:16], t.Offset, t.Offset+t.Size)})
 				}
 				prog.Add(t.Size)

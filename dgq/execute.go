@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 
 	"github.com/zeebo/blake3"
@@ -15,6 +17,36 @@ import (
 	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/layout"
 )
+
+// blobFile is what the writer needs of the blob file. It is an interface so
+// tests can inject I/O faults (see createBlob).
+type blobFile interface {
+	io.WriterAt
+	Truncate(size int64) error
+	Sync() error
+	Close() error
+}
+
+// createBlob creates the blob file; tests replace it to inject faults.
+var createBlob = func(path string) (blobFile, error) {
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+}
+
+// guardFault runs f and turns a memory fault while reading a mapped source
+// (a shard truncated or unreadable under us: SIGBUS/SIGSEGV on the mapping)
+// into an error instead of a crash.
+func guardFault(what string, f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(interface{ Addr() uintptr }); !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("%w: reading %s failed (the file changed or an I/O error occurred while it was mapped): %v", ErrSource, what, r)
+		}
+	}()
+	return f()
+}
 
 // chunkElements is the target number of elements encoded by one work item.
 const chunkElements = 1 << 20
@@ -35,7 +67,7 @@ type TensorStats struct {
 // each entry's bytes go (skip: the bytes are only checked and hashed, as for
 // the raw tensors an overlay pack references instead of copying).
 type executor struct {
-	blob     *os.File
+	blob     blobFile
 	workers  int
 	progress Progress
 	place    func(e layout.Entry) (off int64, skip bool)
@@ -96,15 +128,21 @@ func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte, off
 			return "", st, err
 		}
 		chunk := src[pos:min(pos+rawChunkBytes, len(src))]
-		if err := codecs.CheckFinite(e.DType, chunk); err != nil {
-			return "", st, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
-		}
-		if !skip {
-			if _, err := x.blob.WriteAt(chunk, off+int64(pos)); err != nil {
-				return "", st, fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
+		err := guardFault("tensor "+e.Name, func() error {
+			if err := codecs.CheckFinite(e.DType, chunk); err != nil {
+				return fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
 			}
+			if !skip {
+				if _, err := x.blob.WriteAt(chunk, off+int64(pos)); err != nil {
+					return fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
+				}
+			}
+			h.Write(chunk)
+			return nil
+		})
+		if err != nil {
+			return "", st, err
 		}
-		h.Write(chunk)
 		release(int64(pos), int64(len(chunk)))
 		x.progress.Add(int64(len(chunk)))
 	}
@@ -183,7 +221,11 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte,
 				out[i] = make([]byte, n*p.RowBytes)
 			}
 		}
-		st, err := enc.EncodeRows(out, src[r0*rowBytes:(r0+n)*rowBytes], r0, n)
+		var st codecs.Stats
+		err := guardFault("tensor "+e.Name, func() (err error) {
+			st, err = enc.EncodeRows(out, src[r0*rowBytes:(r0+n)*rowBytes], r0, n)
+			return err
+		})
 		return chunkResult{idx: idx, r0: r0, n: n, planes: out, stats: st, err: err}
 	}
 	if err := x.ordered(ctx, nChunks, encodeChunk, commit); err != nil {
@@ -213,7 +255,11 @@ func (x *executor) scan(ctx context.Context, enc *codecs.Encoder, src []byte, ro
 	work := func(idx int) chunkResult {
 		r0 := int64(idx) * rowsPer
 		n := min(rowsPer, rows-r0)
-		a, err := enc.ScanRows(src[r0*rowBytes : (r0+n)*rowBytes])
+		var a float32
+		err := guardFault("a source tensor", func() (err error) {
+			a, err = enc.ScanRows(src[r0*rowBytes : (r0+n)*rowBytes])
+			return err
+		})
 		return chunkResult{idx: idx, stats: codecs.Stats{MaxAbsErr: float64(a)}, err: err}
 	}
 	err := x.ordered(ctx, nChunks, work, func(r chunkResult) error {

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // CheckOutput refuses an output path that exists unless force is set, and
@@ -59,11 +61,38 @@ func NewStaging(out string, force bool) (*Staging, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("dgq: create %s: %w", parent, err)
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(abs)+".dgq-tmp-")
+	prefix := stagingPrefix(abs)
+	removeStaleStaging(parent, prefix)
+	tmp, err := os.MkdirTemp(parent, prefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("dgq: create staging directory in %s: %w", parent, err)
 	}
 	return &Staging{out: abs, tmp: tmp, force: force}, nil
+}
+
+// stagingPrefix names the staging directories of out: ".NAME.dgq-tmp-PID-…".
+func stagingPrefix(out string) string { return "." + filepath.Base(out) + ".dgq-tmp-" }
+
+// removeStaleStaging deletes staging directories of the same output left by
+// runs that were killed (their process no longer exists). Directories of
+// live processes, including concurrent runs, are left alone.
+func removeStaleStaging(parent, prefix string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+	}
 }
 
 // Path is the path of a file inside the staging directory.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -189,7 +188,7 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 		}
 		blobSize = em.local.Size
 	}
-	blob, err := os.OpenFile(st.Path(BlobName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	blob, err := createBlob(st.Path(BlobName))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dgq: %w", err)
 	}

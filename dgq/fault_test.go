@@ -1,0 +1,126 @@
+package dgq
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// faultyBlob fails every write after the first n with err.
+type faultyBlob struct {
+	blobFile
+	n   int
+	err error
+}
+
+func (f *faultyBlob) WriteAt(b []byte, off int64) (int, error) {
+	if f.n <= 0 {
+		return 0, &fs.PathError{Op: "write", Path: "model.dgq.bin", Err: f.err}
+	}
+	f.n--
+	return f.blobFile.WriteAt(b, off)
+}
+
+// A write error (disk full, I/O error) at any point surfaces as a clear error
+// and publishes nothing.
+func TestWriteFaultPublishesNothing(t *testing.T) {
+	src := tinySnapshot(t)
+	for _, after := range []int{0, 1, 10, 40} {
+		for _, fault := range []error{syscall.ENOSPC, syscall.EIO} {
+			orig := createBlob
+			createBlob = func(path string) (blobFile, error) {
+				f, err := orig(path)
+				return &faultyBlob{blobFile: f, n: after, err: fault}, err
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			_, err := Quantize(context.Background(), QuantizeOptions{Source: src, Out: out, Profile: "q4"})
+			createBlob = orig
+			if !errors.Is(err, fault) || !strings.Contains(err.Error(), fault.Error()) {
+				t.Fatalf("fault %v after %d writes: %v", fault, after, err)
+			}
+			var pe *fs.PathError
+			if !errors.As(err, &pe) {
+				t.Errorf("fault not reported as a path error: %v", err)
+			}
+			assertNoOutput(t, out)
+		}
+	}
+}
+
+// A real full disk: a 600 KiB tmpfs cannot hold the tiny pack's blob.
+func TestDiskFullOnTmpfs(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=600k"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	defer syscall.Unmount(dir, 0)
+	out := filepath.Join(dir, "out")
+	_, err := Quantize(context.Background(), QuantizeOptions{Source: tinySnapshot(t), Out: out, Profile: "q4"})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("quantize onto a full tmpfs: %v", err)
+	}
+	assertNoOutput(t, out)
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Fatalf("left behind on the full disk: %v", entries)
+	}
+}
+
+// A mapped source that shrinks under the reader faults; the fault becomes an
+// error naming what was read instead of a crash.
+func TestMappedSourceFaultIsAnError(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(p)
+	defer f.Close()
+	b, err := mapFile(f, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unmapFile(b)
+	if err := os.Truncate(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = guardFault("tensor x", func() error {
+		for i := 0; i < len(b); i += 4096 {
+			faultSink += b[i]
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), "tensor x") {
+		t.Fatalf("fault: %v", err)
+	}
+}
+
+// Staging directories of killed runs are removed by the next run; those of
+// live processes are not.
+func TestStaleStagingRemoved(t *testing.T) {
+	parent := t.TempDir()
+	out := filepath.Join(parent, "pack")
+	dead := filepath.Join(parent, stagingPrefix(out)+"999999999-123")
+	live := filepath.Join(parent, stagingPrefix(out)+strconv.Itoa(os.Getpid())+"-456")
+	for _, d := range []string{dead, live} {
+		os.MkdirAll(d, 0o755)
+	}
+	st, err := NewStaging(out, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Abort()
+	if _, err := os.Stat(dead); err == nil {
+		t.Error("staging directory of a dead process survived")
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Error("staging directory of a live process was removed")
+	}
+}
+
+var faultSink byte
