@@ -267,3 +267,34 @@ func TestOverlayWorkflow(t *testing.T) {
 	assertOneLineError(t, dgqRun("repack", "--monolithic", "-m", ov, "-o", filepath.Join(dir, "m2")), exitStale, "hf download")
 	assertOneLineError(t, dgqRun("repack", "-m", ov, "-o", filepath.Join(dir, "m3")), exitUsage, "--overlay")
 }
+
+// With --json, results and errors are one JSON object on stdout.
+func TestJSONResultsAndErrors(t *testing.T) {
+	src := tiny(t)
+	r := dgqRun("quantize", "--profile", "q4", "-m", src, "--dry-run", "--json")
+	var res map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil || res["dry_run"] != true || res["summary"] == nil {
+		t.Fatalf("quantize --json dry run: %d %q", r.code, r.stdout)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		kind string
+	}{
+		{[]string{"quantize", "--profile", "q4", "--set", "embed=q4", "-m", src, "-o", filepath.Join(t.TempDir(), "o"), "--json"}, exitUsage, "usage"},
+		{[]string{"inspect", "--json", t.TempDir()}, exitInvalid, "invalid_input"},
+		{[]string{"quantize", "--bogus", "--json"}, exitUsage, "usage"},
+	} {
+		r := dgqRun(c.args...)
+		var e struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Kind    string `json:"kind"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if r.code != c.code || json.Unmarshal([]byte(r.stdout), &e) != nil || e.Error.Code != c.code || e.Error.Kind != c.kind || !strings.HasPrefix(e.Error.Message, "dgq: ") {
+			t.Errorf("%v: exit %d, stdout %q", c.args, r.code, r.stdout)
+		}
+	}
+}

@@ -7,7 +7,10 @@ import (
 )
 
 func newQuantizeCmd(e *env) *cobra.Command {
-	var o dgq.QuantizeOptions
+	var (
+		o      dgq.QuantizeOptions
+		asJSON bool
+	)
 	c := &cobra.Command{
 		Use:   "quantize --profile P -m SNAPSHOT_DIR|ORG/NAME[@REV] -o OUT [--set class=format ...] [--overlay]",
 		Short: "Quantize a Hugging Face snapshot into a self-contained .dgq pack",
@@ -25,6 +28,9 @@ exists.`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(e.stdout, quantizeJSON(o, res))
+			}
 			renderQuantize(e.stdout, o, res)
 			return nil
 		},
@@ -39,6 +45,7 @@ exists.`,
 	f.BoolVar(&o.Force, "force", false, "replace an existing pack at the output path")
 	f.BoolVar(&o.Overlay, "overlay", false, "write a layered pack whose raw tensors reference the source's Hugging Face shards")
 	f.IntVar(&o.Workers, "workers", 0, "encoding goroutines (0 = all cores)")
+	f.BoolVar(&asJSON, "json", false, "print the result (or the error) as one JSON object")
 	_ = c.MarkFlagRequired("profile")
 	_ = c.MarkFlagRequired("model")
 	c.PreRunE = func(*cobra.Command, []string) error {

@@ -138,3 +138,32 @@ func renderRepack(w io.Writer, out string, res *overlay.RepackResult) {
 		fmt.Fprintf(w, "  stored locally (differs from the base snapshot): %s\n", n)
 	}
 }
+
+// quantizeResult is quantize --json's output.
+type quantizeResult struct {
+	DryRun      bool                  `json:"dry_run"`
+	Out         string                `json:"out,omitempty"`
+	Profile     string                `json:"profile"`
+	Layered     bool                  `json:"layered"`
+	Tensors     int                   `json:"tensors"`
+	BlobSize    int64                 `json:"blob_size"`
+	ExpertSplit int64                 `json:"expert_split"`
+	SourceBytes int64                 `json:"source_bytes"`
+	ElapsedS    float64               `json:"elapsed_s"`
+	Summary     []layout.ClassSummary `json:"summary"`
+	Classes     []dgq.ClassReport     `json:"classes,omitempty"`
+	Report      string                `json:"report,omitempty"`
+}
+
+func quantizeJSON(o dgq.QuantizeOptions, res *dgq.QuantizeResult) quantizeResult {
+	r := quantizeResult{
+		DryRun: o.DryRun, Profile: string(res.Plan.Profile), Layered: o.Overlay, Tensors: len(res.Plan.Entries),
+		BlobSize: res.Plan.BlobSize, ExpertSplit: res.Plan.ExpertSplit, SourceBytes: res.SourceBytes,
+		ElapsedS: res.Elapsed.Seconds(), Summary: res.Summary, Report: o.ReportPath,
+	}
+	if !o.DryRun {
+		r.Out = o.Out
+		r.Classes = res.Report.Classes
+	}
+	return r
+}

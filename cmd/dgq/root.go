@@ -34,11 +34,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ce) && ce.silent {
 		return ce.code
 	}
-	fmt.Fprintln(stderr, "dgq: "+oneLine(strings.TrimPrefix(err.Error(), "dgq: ")))
+	code := exitCode(err)
 	if isCobraUsage(err) {
-		return exitUsage
+		code = exitUsage
 	}
-	return exitCode(err)
+	msg := "dgq: " + oneLine(strings.TrimPrefix(err.Error(), "dgq: "))
+	fmt.Fprintln(stderr, msg)
+	if wantsJSON(args) {
+		writeJSON(stdout, jsonError{Error: jsonErrorBody{Code: code, Kind: exitKinds[code], Message: msg}})
+	}
+	return code
+}
+
+// jsonError is what a command run with --json prints on stdout when it fails
+// (the one-line message still goes to stderr).
+type jsonError struct {
+	Error jsonErrorBody `json:"error"`
+}
+
+type jsonErrorBody struct {
+	Code    int    `json:"code"`
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+var exitKinds = map[int]string{
+	exitFailure: "failure", exitUsage: "usage", exitInvalid: "invalid_input",
+	exitStale: "stale_cache", exitIO: "io", exitCanceled: "canceled",
+}
+
+// wantsJSON reports whether --json was given, looked up in the raw
+// arguments so that even a command line cobra cannot parse gets a JSON error.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // cobraUsagePrefixes are the messages cobra gives for command lines it
