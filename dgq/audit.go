@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/zeebo/blake3"
@@ -64,7 +65,7 @@ func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, er
 	}
 	structural := Validate(m, blobSize)
 	findings = append(findings, structural...)
-	findings = append(findings, auditSideFiles(dir, m)...)
+	findings = append(findings, CheckFiles(dir, m)...)
 	if m.Layered() {
 		if len(structural) > 0 || blobSize < 0 {
 			return ReportOf(findings), nil // a structurally broken layered pack cannot be assembled
@@ -207,6 +208,35 @@ func auditSideFiles(dir string, m *Manifest) []Finding {
 		case hex.EncodeToString(h.Sum(nil)) != sf.Digest:
 			out = append(out, Finding{Kind: KindFile, Message: fmt.Sprintf("side file %s does not match its digest", sf.Name)})
 		}
+	}
+	return out
+}
+
+// CheckFiles checks the pack directory's files besides the blob: every side
+// file present and unaltered, and no orphan blob-like file.
+func CheckFiles(dir string, m *Manifest) []Finding {
+	return append(auditSideFiles(dir, m), orphanFiles(dir, m)...)
+}
+
+// orphanFiles reports blob-like files in the pack directory that the
+// manifest does not reference (a stray or mismatched blob, a leftover
+// manifest). Other files, such as a README, are the publisher's business.
+func orphanFiles(dir string, m *Manifest) []Finding {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	known := map[string]bool{ManifestName: true, filepath.Base(m.Blob): true}
+	for _, f := range m.Files {
+		known[f.Name] = true
+	}
+	var out []Finding
+	for _, e := range entries {
+		n := e.Name()
+		if known[n] || !(strings.HasSuffix(n, ".bin") || strings.HasPrefix(n, "model.dgq")) {
+			continue
+		}
+		out = append(out, Finding{Kind: KindFile, Message: fmt.Sprintf("orphan file %s: not referenced by the manifest (a stray blob?)", n)})
 	}
 	return out
 }

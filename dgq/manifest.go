@@ -74,6 +74,27 @@ type Tensor struct {
 	Digest string `json:"digest"`
 	// Source is nil in a self-contained pack.
 	Source *Source `json:"source"`
+
+	// the manifest's text for class, format and dtype when it named no known
+	// value, so a damaged manifest can still be shown as it is
+	raw wireTensor
+}
+
+// MarshalJSON writes the entry; an unknown class, format or dtype read from a
+// damaged manifest is written back as it was read.
+func (t Tensor) MarshalJSON() ([]byte, error) {
+	w := wireTensor{Name: t.Name, Shape: t.Shape, Offset: t.Offset, Size: t.Size, Digest: t.Digest, Source: t.Source,
+		Class: t.raw.Class, Format: t.raw.Format, DType: t.raw.DType}
+	if t.Class != layout.ClassInvalid || w.Class == "" {
+		w.Class = t.Class.String()
+	}
+	if t.Format.Valid() || w.Format == "" {
+		w.Format = t.Format.String()
+	}
+	if t.DType.Valid() || w.DType == "" {
+		w.DType = t.DType.String()
+	}
+	return json.Marshal(w)
 }
 
 // Source says where a layered pack's entry takes its bytes from.
@@ -180,7 +201,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	m := w.Manifest
 	m.Tensors = make([]Tensor, len(w.Tensors))
 	for i, wt := range w.Tensors {
-		t := Tensor{Name: wt.Name, Shape: wt.Shape, Offset: wt.Offset, Size: wt.Size, Digest: wt.Digest, Source: wt.Source}
+		t := Tensor{Name: wt.Name, Shape: wt.Shape, Offset: wt.Offset, Size: wt.Size, Digest: wt.Digest, Source: wt.Source, raw: wt}
 		if err := t.Class.UnmarshalText([]byte(wt.Class)); err != nil {
 			m.decodeFindings = append(m.decodeFindings, Finding{Tensor: wt.Name, Kind: KindUnknownKind, Message: fmt.Sprintf("unknown class %q", wt.Class)})
 		}

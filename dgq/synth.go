@@ -24,6 +24,9 @@ type SynthOptions struct {
 	ShardBytes int64 // maximum shard size; default 5 GB like the published checkpoint
 	Force      bool
 	Progress   Progress
+	// Config, when set, is a config.json to synthesize instead of the
+	// real model's (Layers is then ignored): any shapes, e.g. tiny test packs.
+	Config []byte
 }
 
 // SynthResult describes a synthesized snapshot.
@@ -41,7 +44,7 @@ type SynthResult struct {
 // degrees of freedom, std 0.02). It is a development tool for benchmarks at
 // the real shapes: streaming, bounded memory, shards of up to ShardBytes.
 func Synthesize(ctx context.Context, o SynthOptions) (*SynthResult, error) {
-	if o.Layers < 1 || o.Layers > 30 {
+	if o.Config == nil && (o.Layers < 1 || o.Layers > 30) {
 		return nil, fmt.Errorf("%w: --layers must be 1..30, got %d", ErrUsage, o.Layers)
 	}
 	if o.ShardBytes <= 0 {
@@ -50,7 +53,10 @@ func Synthesize(ctx context.Context, o SynthOptions) (*SynthResult, error) {
 	if err := CheckOutput(o.Out, o.Force); err != nil {
 		return nil, err
 	}
-	cfgJSON := synthConfig(o.Layers)
+	cfgJSON := o.Config
+	if cfgJSON == nil {
+		cfgJSON = synthConfig(o.Layers)
+	}
 	cfg, err := layout.ParseConfig(cfgJSON)
 	if err != nil {
 		return nil, fmt.Errorf("dgq: synth config: %w", err)

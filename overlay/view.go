@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +12,43 @@ import (
 	"github.com/dgq-dev/dgq/layout"
 )
 
-// Open loads any pack: a self-contained pack is mapped by dgq.Open; a layered
-// pack is validated, its external pins checked, and its canonical address
-// space assembled (see the package doc). Either way the result is a
+// Options configures OpenWith.
+type Options struct {
+	// SkipDigests trusts the tensor digests instead of verifying them (and
+	// skips the side-file checks): loading then reads no tensor bytes.
+	SkipDigests bool
+	Workers     int // hashing goroutines; 0 = GOMAXPROCS
+}
+
+// Open loads any pack and proves it before returning it: every structural
+// rule, every pin of a layered pack, every side file, and every tensor's
+// digest (in parallel, at disk speed). A pack that fails anything is refused
+// with an *dgq.InvalidError listing all findings (or a stale-cache error).
+func Open(dir string) (*dgq.Pack, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith is Open with options. A self-contained pack is mapped by dgq.Open;
+// a layered pack is validated, its external pins checked, and its canonical
+// address space assembled (see the package doc). Either way the result is a
 // *dgq.Pack whose Blob() is the canonical, 64-byte-aligned address space.
-func Open(dir string) (*dgq.Pack, error) {
+func OpenWith(dir string, o Options) (*dgq.Pack, error) {
+	p, err := open(dir)
+	if err != nil || o.SkipDigests {
+		return p, err
+	}
+	findings := dgq.CheckFiles(dir, p.Manifest)
+	df, err := dgq.AuditDigests(context.Background(), p.Manifest, p.Blob(), dgq.AuditOptions{Workers: o.Workers})
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	if findings = append(findings, df...); len(findings) > 0 {
+		p.Close()
+		return nil, &dgq.InvalidError{Dir: dir, Findings: findings}
+	}
+	return p, nil
+}
+
+func open(dir string) (*dgq.Pack, error) {
 	m, err := dgq.ReadManifest(dir)
 	if err != nil {
 		return nil, err
