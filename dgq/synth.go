@@ -19,7 +19,7 @@ import (
 // SynthOptions configures Synthesize.
 type SynthOptions struct {
 	Out        string
-	Layers     int   // number of decoder layers (the real model has 30)
+	Layers     int // number of decoder layers (the real model has 30)
 	Seed       uint64
 	ShardBytes int64 // maximum shard size; default 5 GB like the published checkpoint
 	Force      bool
