@@ -1,0 +1,118 @@
+package runtime
+
+// attention runs the attention block of layer l (MODEL_SPEC §3.3) on the
+// normed input a ([S][H]) of S tokens at positions pos0…pos0+S−1 and returns
+// o_proj's output ([S][H]).
+//
+// Keys and values are the positions kv holds followed by the S new ones. The
+// encoder (encoder true) is causal, and a sliding layer additionally hides
+// keys at or before p − W from the query at p; its new K/V are appended to
+// kv. The decoder attends bidirectionally to everything kv holds plus the
+// canvas, and leaves kv unchanged (the sliding cache already holds only the
+// last W−1 prefix positions).
+func (m *Model) attention(l *layer, a []float32, S, pos0 int, kv *kvLayer, encoder bool) []float32 {
+	H, nq, nkv, hd := m.hidden, m.heads, l.nkv, l.hd
+	qw, kw := nq*hd, nkv*hd
+	a64 := toF64(a, nil)
+	q := make([]float32, S*qw)
+	k := make([]float32, S*kw)
+	v := make([]float32, S*kw)
+	jobs := []mmJob{
+		{w: l.q, n: qw, x: a64, T: S, y: q, ldy: qw},
+		{w: l.k, n: kw, x: a64, T: S, y: k, ldy: kw},
+	}
+	if l.v != nil {
+		jobs = append(jobs, mmJob{w: l.v, n: kw, x: a64, T: S, y: v, ldy: kw})
+	}
+	m.matmuls(jobs)
+	if l.v == nil {
+		copy(v, k) // K=V: full layers take V from the raw k_proj output
+	}
+
+	// q ← RoPE(q_norm(q)); k ← RoPE(k_norm(k)); v ← v_norm(v) (no scale), per head.
+	cos, sin := l.rope.table(pos0, S)
+	half := hd / 2
+	for t := range S {
+		c, s := cos[t*half:(t+1)*half], sin[t*half:(t+1)*half]
+		for h := range nq {
+			x := q[t*qw+h*hd : t*qw+(h+1)*hd]
+			rmsNorm(x, l.qNorm, x, m.eps)
+			applyRope(x, c, s)
+		}
+		for h := range nkv {
+			x := k[t*kw+h*hd : t*kw+(h+1)*hd]
+			rmsNorm(x, l.kNorm, x, m.eps)
+			applyRope(x, c, s)
+			y := v[t*kw+h*hd : t*kw+(h+1)*hd]
+			rmsNorm(y, nil, y, m.eps)
+		}
+	}
+
+	cached := kv.len()
+	kstart := pos0 - cached // absolute position of key 0
+	if kv.start != kstart {
+		panic("runtime: KV cache out of step with its length") // Prefill keeps them in step
+	}
+	key := func(j int) []float32 {
+		if j < cached {
+			return kv.k[j*kw : (j+1)*kw]
+		}
+		return k[(j-cached)*kw : (j-cached+1)*kw]
+	}
+	val := func(j int) []float32 {
+		if j < cached {
+			return kv.v[j*kw : (j+1)*kw]
+		}
+		return v[(j-cached)*kw : (j-cached+1)*kw]
+	}
+
+	group := nq / nkv
+	out := make([]float32, S*qw)
+	m.parallel(S*nq, func(s *scratch, item int) {
+		t, h := item/nq, item%nq
+		lo, hi := 0, cached+S
+		if encoder {
+			p := pos0 + t
+			hi = p - kstart + 1
+			if l.sliding {
+				lo = max(0, p-m.window+1-kstart)
+			}
+		}
+		s.vec2 = grow64(s.vec2, 2*hd)
+		q64, acc := s.vec2[:hd], s.vec2[hd:2*hd]
+		for d, x := range q[t*qw+h*hd : t*qw+(h+1)*hd] {
+			q64[d] = float64(x)
+		}
+		g := (h / group) * hd
+		// scores = q·kᵀ (scale 1.0), softmax in float32.
+		s.vec = grow32(s.vec, hi-lo)
+		scores := s.vec[:hi-lo]
+		for j := lo; j < hi; j++ {
+			kr := key(j)[g : g+hd]
+			var sum float64
+			for d, x := range q64 {
+				sum += x * float64(kr[d])
+			}
+			scores[j-lo] = float32(sum)
+		}
+		softmax(scores, scores)
+		clear(acc)
+		for j := lo; j < hi; j++ {
+			p := float64(scores[j-lo])
+			vr := val(j)[g : g+hd]
+			for d := range acc {
+				acc[d] += p * float64(vr[d])
+			}
+		}
+		o := out[t*qw+h*hd : t*qw+(h+1)*hd]
+		for d, x := range acc {
+			o[d] = float32(x)
+		}
+	})
+	if encoder {
+		kv.appendKV(k, v)
+	}
+	o := make([]float32, S*H)
+	m.matmul(l.o, 0, H, toF64(out, nil), S, o, H)
+	return o
+}

@@ -1,0 +1,52 @@
+package runtime
+
+import "github.com/dgq-dev/dgq/codecs"
+
+// lossiness orders formats by how far their decoded weights are from the
+// source: raw is exact, nvfp4 the coarsest.
+var lossiness = map[codecs.Format]int{codecs.Raw: 0, codecs.Q8: 1, codecs.Q6: 2, codecs.Q5: 3, codecs.Q4: 4, codecs.NVFP4: 5}
+
+// WeightFormat is the lossiest storage format among the model's bound
+// weights (codecs.Raw for a bf16 pack); DefaultBounds takes it.
+func (m *Model) WeightFormat() codecs.Format {
+	worst := codecs.Raw
+	visit := func(w *matrix) {
+		if w != nil && lossiness[w.f] > lossiness[worst] {
+			worst = w.f
+		}
+	}
+	for _, w := range []*matrix{m.embed, m.encEmbed, m.lmHead, m.scGate, m.scUp, m.scDown} {
+		visit(w)
+	}
+	for _, ls := range [][]*layer{m.dec, m.enc} {
+		for _, l := range ls {
+			for _, w := range []*matrix{l.q, l.k, l.v, l.o, l.gate, l.up, l.down, l.router, l.gateUp, l.expDown} {
+				visit(w)
+			}
+		}
+	}
+	return worst
+}
+
+// DefaultBounds returns the documented parity bounds for a pack whose
+// lossiest weight format is f (Model.WeightFormat), measured on the three
+// transformers fixtures (docs/runtime.md has the table and how to
+// reproduce it).
+//
+// Raw (a bf16 pack): the float32 reference itself carries float32 rounding
+// noise of up to ~3e-3 in the logits of these fixtures (transformers run in
+// float64 differs from it by that much), so the bounds are 1e-2 on logits
+// and entropies and 2e-3 on hidden states, with identical argmax and
+// integer references.
+//
+// Quantized formats: the fixtures' random weights make every layer's router
+// flip under any weight perturbation, which changes rows of the output by
+// O(1); the measured errors are near the softcap range for every quantized
+// format, so these bounds only catch non-finite or unbounded outputs, and
+// argmax/integer agreement is not required.
+func DefaultBounds(f codecs.Format) Bounds {
+	if f == codecs.Raw {
+		return Bounds{Logits: 1e-2, Hidden: 2e-3}
+	}
+	return Bounds{Logits: 48, Hidden: 17, Mismatch: 1}
+}

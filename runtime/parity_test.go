@@ -1,0 +1,136 @@
+package runtime
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dgq-dev/dgq/codecs"
+)
+
+func logReport(t *testing.T, rep *ParityReport) {
+	t.Helper()
+	for _, c := range rep.Cases {
+		t.Logf("%-24s max %-9.3g mean %-9.3g cos %.9f agree %.3f tol %g pass %v",
+			c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, c.Pass)
+	}
+}
+
+// A bf16 pack of each fixture reproduces transformers' float32 reference
+// within the documented bounds, with identical argmax, accept mask and
+// step-1 argmax.
+func TestParityBF16(t *testing.T) {
+	for _, fx := range fixtures {
+		t.Run(fx, func(t *testing.T) {
+			m := loadModel(t, fx, "bf16")
+			if f := m.WeightFormat(); f != codecs.Raw {
+				t.Fatalf("WeightFormat = %s, want raw", f)
+			}
+			rep, err := Parity(m, refDir(t, fx), DefaultBounds(codecs.Raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			logReport(t, rep)
+			if !rep.Pass {
+				t.Fatal("parity failed")
+			}
+			want := map[string]bool{"prefill_last_hidden": true, "logits1": true, "decoder1_hidden_states": true,
+				"sc2_logits": true, "logits2": true, "step1_entropy": true, "step1_accept_mask": true,
+				"step1_argmax": true, "block1_last_hidden": true, "logits3": true}
+			for _, c := range rep.Cases {
+				delete(want, c.Name)
+				if c.ArgmaxAgree != 1 {
+					t.Errorf("%s: agreement %g, want 1", c.Name, c.ArgmaxAgree)
+				}
+				if c.Cosine < 1-1e-7 {
+					t.Errorf("%s: cosine %.10f", c.Name, c.Cosine)
+				}
+			}
+			if len(want) > 0 {
+				t.Errorf("cases not compared: %v", want)
+			}
+		})
+	}
+}
+
+// Quantized packs stay within their documented (smoke-level) bounds.
+func TestParityQuantized(t *testing.T) {
+	profiles := []struct {
+		profile string
+		sets    []string
+		want    codecs.Format
+	}{
+		{"q4", nil, codecs.Q4},
+		{"q6", nil, codecs.Q6},
+		{"q4", []string{"experts=q8"}, codecs.Q8},
+		{"nvfp4", nil, codecs.NVFP4},
+	}
+	for _, fx := range fixtures {
+		for _, p := range profiles {
+			t.Run(fx+"/"+p.want.String(), func(t *testing.T) {
+				m := loadModel(t, fx, p.profile, p.sets...)
+				if f := m.WeightFormat(); f != p.want {
+					t.Fatalf("WeightFormat = %s, want %s", f, p.want)
+				}
+				rep, err := Parity(m, refDir(t, fx), DefaultBounds(m.WeightFormat()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range rep.Cases {
+					if math.IsNaN(c.MaxAbsErr) || math.IsInf(c.MaxAbsErr, 0) {
+						t.Errorf("%s: non-finite error", c.Name)
+					}
+				}
+				if !rep.Pass {
+					logReport(t, rep)
+					t.Fatal("parity failed")
+				}
+			})
+		}
+	}
+}
+
+// A wrong answer fails: the bf16 model with its encoder and decoder layer
+// scalars swapped fails parity on tiny-distinct, whose scalars differ.
+func TestParityDetectsSwappedScalars(t *testing.T) {
+	m := loadModel(t, "tiny-distinct", "bf16")
+	for i := range m.dec {
+		m.dec[i].scalar, m.enc[i].scalar = m.enc[i].scalar, m.dec[i].scalar
+	}
+	rep, err := Parity(m, refDir(t, "tiny-distinct"), DefaultBounds(codecs.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pass {
+		t.Fatal("parity passed with swapped layer scalars")
+	}
+	for _, c := range rep.Cases {
+		if c.Name == "prefill_last_hidden" && c.Pass {
+			t.Error("prefill passed with the decoder's layer scalars")
+		}
+	}
+}
+
+func TestParityReferenceErrors(t *testing.T) {
+	m := loadModel(t, "tiny", "bf16")
+	if _, err := Parity(m, t.TempDir(), DefaultBounds(codecs.Raw)); !errors.Is(err, ErrReference) {
+		t.Errorf("empty dir: %v, want ErrReference", err)
+	}
+	// The wide reference does not fit the tiny model.
+	if _, err := Parity(m, refDir(t, "wide"), DefaultBounds(codecs.Raw)); !errors.Is(err, ErrReference) {
+		t.Errorf("wide reference on tiny: %v, want ErrReference", err)
+	}
+	// A path to either file works like its directory.
+	dir := refDir(t, "tiny")
+	for _, p := range []string{filepath.Join(dir, "reference.json"), filepath.Join(dir, "reference.safetensors")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Parity(m, p, DefaultBounds(codecs.Raw))
+		if err != nil || !rep.Pass {
+			t.Errorf("Parity(%s): %v", p, err)
+		}
+	}
+}
