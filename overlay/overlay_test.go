@@ -330,3 +330,37 @@ func TestTailIsMappedHeadIsCopied(t *testing.T) {
 		}
 	}
 }
+
+// An external reference can never read outside the cache: a snapshot entry
+// that links out of the cache root is refused, and manifest paths with ".."
+// or absolute paths are refused before anything is opened.
+func TestExternalReferencesStayInsideTheCache(t *testing.T) {
+	snap := hubCache(t)
+	layered := quantize(t, tinyRepo, "q4", true)
+	m, _ := dgq.ReadManifest(layered)
+	outside := filepath.Join(t.TempDir(), "elsewhere.safetensors")
+	target, _ := filepath.EvalSymlinks(filepath.Join(snap, m.ExternalFiles[0].Path))
+	b, _ := os.ReadFile(target)
+	os.WriteFile(outside, b, 0o644)
+	link := filepath.Join(snap, m.ExternalFiles[0].Path)
+	os.Remove(link)
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(layered); !errors.Is(err, hfcache.ErrStale) || !strings.Contains(err.Error(), "outside the cache root") {
+		t.Fatalf("escaping symlink: %v", err)
+	}
+	for _, bad := range []string{"../../../etc/passwd", "/etc/passwd", `a\b`, "a/../../b"} {
+		edited := *m
+		edited.ExternalFiles = append([]dgq.ExternalFile(nil), m.ExternalFiles...)
+		edited.ExternalFiles[0].Path = bad
+		findings := dgq.Validate(&edited, -1)
+		found := false
+		for _, f := range findings {
+			found = found || f.Kind == dgq.KindSource
+		}
+		if !found {
+			t.Errorf("path %q accepted: %v", bad, findings)
+		}
+	}
+}
