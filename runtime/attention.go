@@ -53,24 +53,28 @@ func (m *Model) attention(l *layer, a []float32, S, pos0 int, kv *kvLayer, encod
 	if kv.start != kstart {
 		panic("runtime: KV cache out of step with its length") // Prefill keeps them in step
 	}
-	key := func(j int) []float32 {
-		if j < cached {
-			return kv.k[j*kw : (j+1)*kw]
-		}
-		return k[(j-cached)*kw : (j-cached+1)*kw]
+	// Every visible key and value, cached ones first, widened once to float64.
+	total := cached + S
+	keys := make([]float64, total*kw)
+	vals := make([]float64, total*kw)
+	for i, x := range kv.k {
+		keys[i] = float64(x)
 	}
-	val := func(j int) []float32 {
-		if j < cached {
-			return kv.v[j*kw : (j+1)*kw]
-		}
-		return v[(j-cached)*kw : (j-cached+1)*kw]
+	for i, x := range kv.v {
+		vals[i] = float64(x)
+	}
+	for i, x := range k {
+		keys[cached*kw+i] = float64(x)
+	}
+	for i, x := range v {
+		vals[cached*kw+i] = float64(x)
 	}
 
 	group := nq / nkv
 	out := make([]float32, S*qw)
 	m.parallel(S*nq, func(s *scratch, item int) {
 		t, h := item/nq, item%nq
-		lo, hi := 0, cached+S
+		lo, hi := 0, total
 		if encoder {
 			p := pos0 + t
 			hi = p - kstart + 1
@@ -88,20 +92,15 @@ func (m *Model) attention(l *layer, a []float32, S, pos0 int, kv *kvLayer, encod
 		s.vec = grow32(s.vec, hi-lo)
 		scores := s.vec[:hi-lo]
 		for j := lo; j < hi; j++ {
-			kr := key(j)[g : g+hd]
-			var sum float64
-			for d, x := range q64 {
-				sum += x * float64(kr[d])
-			}
-			scores[j-lo] = float32(sum)
+			scores[j-lo] = float32(dot(q64, keys[j*kw+g:j*kw+g+hd]))
 		}
 		softmax(scores, scores)
 		clear(acc)
 		for j := lo; j < hi; j++ {
 			p := float64(scores[j-lo])
-			vr := val(j)[g : g+hd]
+			vr := vals[j*kw+g : j*kw+g+hd]
 			for d := range acc {
-				acc[d] += p * float64(vr[d])
+				acc[d] += p * vr[d]
 			}
 		}
 		o := out[t*qw+h*hd : t*qw+(h+1)*hd]

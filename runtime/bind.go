@@ -1,12 +1,16 @@
 package runtime
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 
 	"github.com/dgq-dev/dgq/layout"
 )
+
+// defaultImageTokenID is transformers' image_token_id when config.json has none.
+const defaultImageTokenID = 258880
 
 // Bind binds a loaded pack to the text model its config.json describes,
 // with default Options.
@@ -41,6 +45,16 @@ func BindWithOptions(w Weights, opts Options) (*Model, error) {
 	if t.UseBidirectionalAttention == "all" {
 		return nil, fmt.Errorf("%w: use_bidirectional_attention \"all\" (a non-causal encoder) is not supported", ErrBinding)
 	}
+	var top struct {
+		ImageTokenID *int `json:"image_token_id"`
+	}
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("%w: config.json: %v", ErrBinding, err)
+	}
+	imageToken := defaultImageTokenID
+	if top.ImageTokenID != nil {
+		imageToken = *top.ImageTokenID
+	}
 	byName, err := checkInventory(cfg, w.Tensors())
 	if err != nil {
 		return nil, err
@@ -62,6 +76,8 @@ func BindWithOptions(w Weights, opts Options) (*Model, error) {
 		// float32, so the scale is float32(√H) (53.06599807739258 for H = 2816).
 		embedScale: f32Sqrt(float64(t.HiddenSize)),
 		routerRoot: float32(math.Pow(float64(t.HiddenSize), -0.5)),
+		imageToken: imageToken,
+		padToken:   t.PadTokenID,
 	}
 	m.SetWorkers(opts.Workers)
 	m.scratch.New = func() any { return new(scratch) }

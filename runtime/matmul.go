@@ -64,8 +64,8 @@ func (m *Model) parallel(n int, fn func(s *scratch, item int)) {
 }
 
 // bandElems is the target size of one decoded weight band, in float64
-// values (64 KiB: it stays in L2 while every token uses it).
-const bandElems = 8192
+// values (128 KiB: it stays in L2 while every token uses it).
+const bandElems = 16384
 
 // bandRows is how many rows of a K-wide matrix one band holds: about
 // bandElems values, a multiple of 4 (the kernel's row block), and small
@@ -142,9 +142,26 @@ func (m *Model) matmuls(jobs []mmJob) {
 }
 
 // mulBand multiplies T input rows (x, [T][k]) with nb decoded weight rows
-// (band, [nb][k]), writing y[t·ldy + o0 + r].
+// (band, [nb][k]), writing y[t·ldy + o0 + r]. Blocks of 2 tokens × 4 rows
+// keep eight independent sums in flight; every sum still runs over k in
+// order, so the blocking does not change any result.
 func mulBand(x []float64, T, k int, band []float64, nb int, y []float32, ldy, o0 int) {
-	for t := range T {
+	t := 0
+	for ; t+2 <= T; t += 2 {
+		x0, x1 := x[t*k:(t+1)*k], x[(t+1)*k:(t+2)*k]
+		y0, y1 := y[t*ldy+o0:t*ldy+o0+nb], y[(t+1)*ldy+o0:(t+1)*ldy+o0+nb]
+		r := 0
+		for ; r+4 <= nb; r += 4 {
+			a, b := dot2x4(x0, x1, band[r*k:(r+4)*k])
+			y0[r], y0[r+1], y0[r+2], y0[r+3] = float32(a[0]), float32(a[1]), float32(a[2]), float32(a[3])
+			y1[r], y1[r+1], y1[r+2], y1[r+3] = float32(b[0]), float32(b[1]), float32(b[2]), float32(b[3])
+		}
+		for ; r < nb; r++ {
+			w := band[r*k : (r+1)*k]
+			y0[r], y1[r] = float32(dot(x0, w)), float32(dot(x1, w))
+		}
+	}
+	for ; t < T; t++ {
 		xt := x[t*k : (t+1)*k]
 		yt := y[t*ldy+o0 : t*ldy+o0+nb]
 		r := 0
@@ -181,4 +198,26 @@ func dot4(x, w0, w1, w2, w3 []float64) (s0, s1, s2, s3 float64) {
 		s3 += v * w3[i]
 	}
 	return
+}
+
+// dot2x4 is dot for two input rows and four consecutive weight rows
+// (w holds 4·len(x0) values), each sum in the same order as dot.
+func dot2x4(x0, x1, w []float64) (a, b [4]float64) {
+	k := len(x0)
+	x1 = x1[:k]
+	w0, w1, w2, w3 := w[:k], w[k:2*k], w[2*k:3*k], w[3*k:4*k]
+	var a0, a1, a2, a3, b0, b1, b2, b3 float64
+	for i, u := range x0 {
+		v := x1[i]
+		p, q, r, s := w0[i], w1[i], w2[i], w3[i]
+		a0 += u * p
+		a1 += u * q
+		a2 += u * r
+		a3 += u * s
+		b0 += v * p
+		b1 += v * q
+		b2 += v * r
+		b3 += v * s
+	}
+	return [4]float64{a0, a1, a2, a3}, [4]float64{b0, b1, b2, b3}
 }

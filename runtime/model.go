@@ -3,6 +3,7 @@ package runtime
 import (
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/dgq-dev/dgq/layout"
@@ -31,6 +32,7 @@ type Model struct {
 	softcap                    float32
 	embedScale                 float32 // f32(√H), see Bind
 	routerRoot                 float32 // f32(H^−1/2)
+	imageToken, padToken       int     // the encoder reads image placeholders as pad
 
 	embed     *matrix // decoder embedding; also the tied lm_head and soft-embedding table
 	encEmbed  *matrix // encoder embedding (the decoder's when tied)
@@ -83,7 +85,9 @@ func (m *Model) SetWorkers(n int) {
 // Prefill runs the encoder (causal) over ids at positions c.Len()…, appends
 // their K/V to the cache and returns the final-normed hidden states
 // ([len(ids)][H], row-major) (MODEL_SPEC §3.8). Prefilling in several chunks
-// gives the same cache and outputs as one call.
+// gives the same cache and outputs as one call. Image placeholder ids
+// (config image_token_id) are embedded as the pad token, as transformers'
+// encoder does for a text-only pass.
 func (m *Model) Prefill(c *Cache, ids []int) ([]float32, error) {
 	if err := m.checkCache(c); err != nil {
 		return nil, err
@@ -92,6 +96,14 @@ func (m *Model) Prefill(c *Cache, ids []int) ([]float32, error) {
 		return nil, err
 	}
 	S, H, pos0 := len(ids), m.hidden, c.n
+	if slices.Contains(ids, m.imageToken) {
+		ids = slices.Clone(ids)
+		for i, id := range ids {
+			if id == m.imageToken {
+				ids[i] = m.padToken // as transformers' encoder does before the text embedding
+			}
+		}
+	}
 	x := m.embedRows(m.encEmbed, ids)
 	for i, l := range m.enc {
 		m.layerForward(l, x, S, pos0, &c.layers[i], true)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -233,5 +234,34 @@ func TestDenoiseHidden(t *testing.T) {
 		if rms := math.Sqrt(ss / float64(H)); math.Abs(rms-1) > 1e-5 {
 			t.Errorf("row %d of the decoder input has RMS %g", r, rms)
 		}
+	}
+}
+
+// Image placeholder ids reach the encoder as the pad token.
+func TestPrefillImageTokenIsPad(t *testing.T) {
+	w := openPack(t, "tiny", "bf16")
+	cfg, err := w.ReadFile("config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(cfg), `"image_token_id": 258880`, `"image_token_id": 7`, 1)
+	if edited == string(cfg) {
+		t.Fatal("config.json has no image_token_id 258880")
+	}
+	m, err := Bind(&fakeWeights{tensors: w.Tensors(), files: func(string) ([]byte, error) { return []byte(edited), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := m.Config().Text.PadTokenID
+	a, err := m.Prefill(m.NewCache(), []int{2, 7, 9, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Prefill(m.NewCache(), []int{2, pad, 9, pad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxAbsDiff(a, b) != 0 {
+		t.Error("an image placeholder is not embedded as pad")
 	}
 }

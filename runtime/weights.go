@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io/fs"
 	"math"
@@ -131,8 +130,10 @@ func (w *matrix) decode64(r0, n int, tmp []float32, dst []float64) {
 	dst = dst[:n*k]
 	if w.f == codecs.Raw && w.dt == codecs.BF16 {
 		src := w.b[2*r0*k : 2*(r0+n)*k]
+		src = src[:2*len(dst)]
 		for i := range dst {
-			dst[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16))
+			u := uint32(src[2*i]) | uint32(src[2*i+1])<<8
+			dst[i] = float64(math.Float32frombits(u << 16))
 		}
 		return
 	}
