@@ -53,21 +53,13 @@ func (m *Model) attention(l *layer, a []float32, S, pos0 int, kv *kvLayer, encod
 	if kv.start != kstart {
 		panic("runtime: KV cache out of step with its length") // Prefill keeps them in step
 	}
-	// Every visible key and value, cached ones first, widened once to float64.
 	total := cached + S
-	keys := make([]float64, total*kw)
-	vals := make([]float64, total*kw)
-	for i, x := range kv.k {
-		keys[i] = float64(x)
-	}
-	for i, x := range kv.v {
-		vals[i] = float64(x)
-	}
-	for i, x := range k {
-		keys[cached*kw+i] = float64(x)
-	}
-	for i, x := range v {
-		vals[cached*kw+i] = float64(x)
+	// row returns key or value j of the visible sequence (cached ones first).
+	row := func(cache, fresh []float32, j int) []float32 {
+		if j < cached {
+			return cache[j*kw : (j+1)*kw]
+		}
+		return fresh[(j-cached)*kw : (j-cached+1)*kw]
 	}
 
 	group := nq / nkv
@@ -92,15 +84,15 @@ func (m *Model) attention(l *layer, a []float32, S, pos0 int, kv *kvLayer, encod
 		s.vec = grow32(s.vec, hi-lo)
 		scores := s.vec[:hi-lo]
 		for j := lo; j < hi; j++ {
-			scores[j-lo] = float32(dot(q64, keys[j*kw+g:j*kw+g+hd]))
+			scores[j-lo] = float32(dot32(q64, row(kv.k, k, j)[g:g+hd]))
 		}
 		softmax(scores, scores)
 		clear(acc)
 		for j := lo; j < hi; j++ {
 			p := float64(scores[j-lo])
-			vr := vals[j*kw+g : j*kw+g+hd]
+			vr := row(kv.v, v, j)[g : g+hd]
 			for d := range acc {
-				acc[d] += p * vr[d]
+				acc[d] += p * float64(vr[d])
 			}
 		}
 		o := out[t*qw+h*hd : t*qw+(h+1)*hd]
@@ -114,4 +106,14 @@ func (m *Model) attention(l *layer, a []float32, S, pos0 int, kv *kvLayer, encod
 	o := make([]float32, S*H)
 	m.matmul(l.o, 0, H, toF64(out, nil), S, o, H)
 	return o
+}
+
+// dot32 is Σ x[i]·w[i] in order in float64, w widened on the fly.
+func dot32(x []float64, w []float32) float64 {
+	w = w[:len(x)]
+	var s float64
+	for i, v := range x {
+		s += v * float64(w[i])
+	}
+	return s
 }

@@ -212,12 +212,8 @@ func (m *Model) embedRows(e *matrix, ids []int) []float32 {
 // (MODEL_SPEC §3.9 step 2): P = softmax(ℓ_sc) in float32, the soft
 // embedding (P·E)·s, v = pre_norm(soft), down(gelu(gate(v)) ⊙ up(v)).
 func (m *Model) selfCondition(scLogits []float32, C int) []float32 {
-	H, V := m.hidden, m.vocab
-	probs := make([]float32, C*V)
-	m.parallel(C, func(_ *scratch, t int) {
-		softmax(scLogits[t*V:(t+1)*V], probs[t*V:(t+1)*V])
-	})
-	soft := m.softEmbed(probs, C)
+	H := m.hidden
+	soft := m.softEmbed(scLogits, C)
 	for i := range soft {
 		soft[i] *= m.embedScale
 	}
@@ -225,18 +221,27 @@ func (m *Model) selfCondition(scLogits []float32, C int) []float32 {
 	return m.denseMLP(m.scGate, m.scUp, m.scDown, soft, C)
 }
 
-// softEmbed is P·E ([C][V] probabilities times the [V][H] embedding),
-// each sum over the vocabulary in order in float64. The tokens are split
-// into groups, one per worker; each group streams the embedding in bands
-// of rows, so every row is decoded once per group, never the whole table.
-func (m *Model) softEmbed(probs []float32, C int) []float32 {
+// softChunk is how many canvas rows one soft-embedding item handles: each
+// item decodes the whole embedding once, in bands, for its rows.
+const softChunk = 16
+
+// softEmbed is P·E for P = softmax of each [V] row of scLogits, computed in
+// float32, times the [V][H] embedding: each sum over the vocabulary in
+// order in float64, rounded once. Items of softChunk rows stream the
+// embedding in bands of rows, so the table is never decoded whole and the
+// probabilities of only softChunk rows are held per worker.
+func (m *Model) softEmbed(scLogits []float32, C int) []float32 {
 	H, V := m.hidden, m.vocab
 	out := make([]float32, C*H)
-	groups := min(m.workers, C)
 	rb := max(1, bandElems/H)
-	m.parallel(groups, func(s *scratch, g int) {
-		t0, t1 := g*C/groups, (g+1)*C/groups
-		n := t1 - t0
+	m.parallel((C+softChunk-1)/softChunk, func(s *scratch, item int) {
+		t0 := item * softChunk
+		n := min(softChunk, C-t0)
+		s.vec = grow32(s.vec, n*V)
+		probs := s.vec[:n*V]
+		for r := range n {
+			softmax(scLogits[(t0+r)*V:(t0+r+1)*V], probs[r*V:(r+1)*V])
+		}
 		s.vec2 = grow64(s.vec2, n*H)
 		acc := s.vec2[:n*H]
 		clear(acc)
@@ -245,17 +250,16 @@ func (m *Model) softEmbed(probs []float32, C int) []float32 {
 		for v0 := 0; v0 < V; v0 += rb {
 			nb := min(rb, V-v0)
 			m.embed.decode64(v0, nb, s.f32, s.f64)
-			for t := t0; t < t1; t++ {
-				a := acc[(t-t0)*H : (t-t0+1)*H]
-				pr := probs[t*V+v0 : t*V+v0+nb]
-				for r, p := range pr {
+			for r := range n {
+				a := acc[r*H : (r+1)*H]
+				for i, p := range probs[r*V+v0 : r*V+v0+nb] {
 					if p == 0 {
 						continue // adds exactly nothing
 					}
 					pf := float64(p)
-					row := s.f64[r*H : (r+1)*H]
-					for i := range a {
-						a[i] += pf * row[i]
+					e := s.f64[i*H : (i+1)*H]
+					for j := range a {
+						a[j] += pf * e[j]
 					}
 				}
 			}

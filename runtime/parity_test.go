@@ -134,3 +134,54 @@ func TestParityReferenceErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestParityTable prints the parity table of docs/runtime.md (every
+// fixture × pack kind: max abs / mean abs error and minimum cosine of the
+// logits and hidden cases, argmax agreement, integer mismatches). Run it
+// with DGQ_PARITY_TABLE=1 go test ./runtime -run TestParityTable -v.
+func TestParityTable(t *testing.T) {
+	if os.Getenv("DGQ_PARITY_TABLE") == "" {
+		t.Skip("set DGQ_PARITY_TABLE=1 to print the table")
+	}
+	kinds := []struct {
+		name, profile string
+		sets          []string
+	}{
+		{"bf16", "bf16", nil},
+		{"q8 experts + q8 sc", "q4", []string{"experts=q8"}},
+		{"q6 (experts q6, sc q8)", "q6", nil},
+		{"q5 (experts q5, sc q8)", "q5", nil},
+		{"q4 (experts q4, sc q8)", "q4", nil},
+		{"nvfp4x (experts nvfp4, sc q8)", "nvfp4x", nil},
+		{"nvfp4 (experts, attn, dense, sc)", "nvfp4", nil},
+	}
+	t.Log("| fixture | pack | weight format | logits max / mean / min cos | hidden max / mean / min cos | entropy max | argmax agree | int mismatch |")
+	t.Log("|---|---|---|---|---|---|---|---|")
+	for _, fx := range fixtures {
+		for _, k := range kinds {
+			m := loadModel(t, fx, k.profile, k.sets...)
+			rep, err := Parity(m, refDir(t, fx), Bounds{Logits: math.Inf(1), Hidden: math.Inf(1), Mismatch: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lmax, lmean, lcos := 0.0, 0.0, 1.0
+			hmax, hmean, hcos := 0.0, 0.0, 1.0
+			emax, agree, mis := 0.0, 1.0, 0.0
+			for _, c := range rep.Cases {
+				switch {
+				case isLogits(c.Name):
+					lmax, lmean, lcos = max(lmax, c.MaxAbsErr), max(lmean, c.MeanAbsErr), min(lcos, c.Cosine)
+					agree = min(agree, c.ArgmaxAgree)
+				case c.Name == "step1_entropy":
+					emax = c.MaxAbsErr
+				case c.Name == "step1_accept_mask" || c.Name == "step1_argmax":
+					mis = max(mis, 1-c.ArgmaxAgree)
+				default:
+					hmax, hmean, hcos = max(hmax, c.MaxAbsErr), max(hmean, c.MeanAbsErr), min(hcos, c.Cosine)
+				}
+			}
+			t.Logf("| %s | %s | %s | %.3g / %.3g / %.6f | %.3g / %.3g / %.6f | %.3g | %.3f | %.3f |",
+				fx, k.name, m.WeightFormat(), lmax, lmean, lcos, hmax, hmean, hcos, emax, agree, mis)
+		}
+	}
+}
