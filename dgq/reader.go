@@ -148,3 +148,38 @@ func statBlob(dir string, m *Manifest) (int64, error) {
 	}
 	return st.Size(), nil
 }
+
+// PackFile is a validated pack whose own blob file is read with positional
+// reads instead of being mapped: what streaming tools (repack) use, so their
+// memory does not grow with the pack.
+type PackFile struct {
+	Dir      string
+	Manifest *Manifest
+	Blob     *os.File
+}
+
+// OpenWithoutMapping reads and validates dir's manifest against its blob
+// file (self-contained or layered) and opens the blob for reading.
+func OpenWithoutMapping(dir string) (*PackFile, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(dir, filepath.Base(m.Blob)))
+	if err != nil {
+		return nil, &InvalidError{Dir: dir, Findings: append(Validate(m, -1), Finding{Kind: KindBlob, Message: err.Error()})}
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("dgq: %w", err)
+	}
+	if findings := Validate(m, st.Size()); len(findings) > 0 {
+		f.Close()
+		return nil, &InvalidError{Dir: dir, Findings: findings}
+	}
+	return &PackFile{Dir: dir, Manifest: m, Blob: f}, nil
+}
+
+// Close closes the blob file.
+func (p *PackFile) Close() error { return p.Blob.Close() }

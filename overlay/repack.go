@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -50,7 +51,8 @@ func (nopProgress) Finish()             {}
 // tensor is streamed and compared with the same tensor of the Hugging Face
 // base snapshot (the verbatim audit); identical ones become references into
 // the base's shards, a tensor that differs is kept locally and reported.
-// Every tensor's digest is verified while it is read.
+// Every tensor's digest is verified while it is read. Reads are positional
+// and streamed through one buffer, so memory stays flat.
 func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) {
 	m, err := dgq.ReadManifest(o.Pack)
 	if err != nil {
@@ -76,7 +78,7 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 		return nil, err
 	}
 	defer snap.Close()
-	p, err := dgq.Open(o.Pack)
+	p, err := dgq.OpenWithoutMapping(o.Pack)
 	if err != nil {
 		return nil, err
 	}
@@ -86,26 +88,32 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 		base[r.Name] = r
 	}
 	prog := orNop(o.Progress)
-	prog.Start("verify", p.Manifest.BlobSize)
-	// Decide each tensor's source: compare raw bytes with the base.
+	prog.Start("verify", m.BlobSize)
+	// Decide each tensor's source: stream it (digest check) and compare raw
+	// tensors with the base, chunk by chunk.
+	s := newStreamer()
 	external := map[string]hfcache.TensorRef{}
 	var mismatched []string
 	for _, t := range m.Tensors {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		ref, inBase := base[t.Name]
+		same := t.Format == codecs.Raw && inBase && ref.DType == t.DType && ref.Size == t.Size
+		var pos int64
+		err := s.stream(ctx, p.Blob, t.Offset, t.Size, t.Digest, func(chunk []byte) error {
+			if same {
+				same = bytes.Equal(chunk, ref.Bytes()[pos:pos+int64(len(chunk))])
+				ref.Shard.Release(ref.Offset+pos, int64(len(chunk)))
+			}
+			pos += int64(len(chunk))
+			prog.Add(int64(len(chunk)))
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: tensor %s: %w", o.Pack, t.Name, err)
 		}
-		b, _ := p.TensorBytes(t.Name)
-		if dgq.Digest(b) != t.Digest {
-			return nil, fmt.Errorf("%w: %s: tensor %s does not match its digest; run dgq audit", dgq.ErrInvalid, o.Pack, t.Name)
-		}
-		prog.Add(t.Size)
-		if t.Format != codecs.Raw {
-			continue
-		}
-		ref, ok := base[t.Name]
-		if ok && ref.DType == t.DType && ref.Size == t.Size && bytes.Equal(ref.Bytes(), b) {
+		switch {
+		case same:
 			external[t.Name] = ref
-		} else {
+		case t.Format == codecs.Raw:
 			mismatched = append(mismatched, t.Name)
 		}
 	}
@@ -113,10 +121,8 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	entries := manifestEntries(m)
 	anyExpertLocal := false
 	for _, e := range entries {
-		if e.Class == layout.Experts {
-			if _, ext := external[e.Name]; !ext {
-				anyExpertLocal = true
-			}
+		if _, ext := external[e.Name]; !ext && e.Class == layout.Experts {
+			anyExpertLocal = true
 		}
 	}
 	stored := func(e layout.Entry) bool {
@@ -138,7 +144,8 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	}
 	split, size := local.ExpertSplit, local.Size
 	out.LocalExpertSplit, out.LocalBlobSize = &split, &size
-	if err := writeLayout(ctx, o, &out, p, local.Offsets, size, prog, true); err != nil {
+	from := func(t dgq.Tensor) (io.ReaderAt, int64) { return p.Blob, t.Offset }
+	if err := writeLayout(ctx, o, &out, p.Dir, from, local.Offsets, size, prog); err != nil {
 		return nil, err
 	}
 	sort.Strings(mismatched)
@@ -177,9 +184,11 @@ func externalFiles(external map[string]hfcache.TensorRef, snap *hfcache.Snapshot
 }
 
 // RepackMonolithic flattens a layered pack into a self-contained one: every
-// tensor's bytes are streamed from where its source says into a fresh blob at
-// its canonical offset, digests verified on the way, nothing requantized. For
-// the same source and profile the blob is byte-identical to a direct quantize.
+// tensor's bytes are streamed from where its source says (local blob or
+// pinned shard) into a fresh blob at its canonical offset, digests verified on
+// the way, nothing requantized, and no view assembled (memory stays flat).
+// For the same source and profile the blob is byte-identical to a direct
+// quantize.
 func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, error) {
 	m, err := dgq.ReadManifest(o.Pack)
 	if err != nil {
@@ -191,11 +200,20 @@ func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, erro
 	if err := dgq.CheckOutput(o.Out, o.Force); err != nil {
 		return nil, err
 	}
-	p, err := Open(o.Pack)
+	p, err := dgq.OpenWithoutMapping(o.Pack)
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
+	files, err := openPins(o.Pack, m)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	out := *m
 	out.Tensors = append([]dgq.Tensor(nil), m.Tensors...)
 	offsets := map[string]int64{}
@@ -204,18 +222,28 @@ func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, erro
 		offsets[out.Tensors[i].Name] = out.Tensors[i].Offset
 	}
 	out.ExternalFiles, out.LocalExpertSplit, out.LocalBlobSize = nil, nil, nil
-	prog := orNop(o.Progress)
-	if err := writeLayout(ctx, o, &out, p, offsets, m.BlobSize, prog, false); err != nil {
+	sources := map[string]*dgq.Source{}
+	for _, t := range m.Tensors {
+		sources[t.Name] = t.Source
+	}
+	from := func(t dgq.Tensor) (io.ReaderAt, int64) {
+		src := sources[t.Name]
+		if src.Kind == dgq.SourceExternal {
+			return files[src.File], src.Offset
+		}
+		return p.Blob, src.Offset
+	}
+	if err := writeLayout(ctx, o, &out, p.Dir, from, offsets, m.BlobSize, orNop(o.Progress)); err != nil {
 		return nil, err
 	}
 	return &RepackResult{Manifest: &out, LocalBytes: m.BlobSize}, nil
 }
 
-// writeLayout writes a new pack: the tensors listed in offsets are copied from
-// the input pack's canonical view to those offsets of a blobSize-byte blob,
-// each verified against its digest unless the caller already did; then side
-// files and the manifest.
-func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, p *dgq.Pack, offsets map[string]int64, blobSize int64, prog dgq.Progress, verified bool) error {
+// writeLayout writes a new pack: each tensor listed in offsets is streamed
+// from where from says (its digest verified) to that offset of a
+// blobSize-byte blob; then the side files and the manifest. The manifest's
+// tensors carry their original, canonical entries.
+func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir string, from func(dgq.Tensor) (io.ReaderAt, int64), offsets map[string]int64, blobSize int64, prog dgq.Progress) error {
 	st, err := dgq.NewStaging(o.Out, o.Force)
 	if err != nil {
 		return err
@@ -241,22 +269,25 @@ func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, p *dgq.P
 		}
 	}
 	prog.Start("write", total)
+	s := newStreamer()
 	for _, t := range m.Tensors {
 		off, ok := offsets[t.Name]
 		if !ok {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return err
+		r, srcOff := from(t)
+		pos := off
+		err := s.stream(ctx, r, srcOff, t.Size, t.Digest, func(chunk []byte) error {
+			if _, err := f.WriteAt(chunk, pos); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			pos += int64(len(chunk))
+			prog.Add(int64(len(chunk)))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("overlay: tensor %s: %w", t.Name, err)
 		}
-		b, _ := p.TensorBytes(t.Name)
-		if !verified && dgq.Digest(b) != t.Digest {
-			return fmt.Errorf("%w: %s: tensor %s does not match its digest; run dgq audit", dgq.ErrInvalid, o.Pack, t.Name)
-		}
-		if _, err := f.WriteAt(b, off); err != nil {
-			return fmt.Errorf("overlay: write tensor %s: %w", t.Name, err)
-		}
-		prog.Add(t.Size)
 	}
 	prog.Finish()
 	if err := f.Sync(); err != nil {
@@ -266,7 +297,7 @@ func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, p *dgq.P
 		return fmt.Errorf("overlay: close blob: %w", err)
 	}
 	m.Blob = dgq.BlobName
-	if err := dgq.CopyPackFiles(st, p.Dir, m.Files); err != nil {
+	if err := dgq.CopyPackFiles(st, srcDir, m.Files); err != nil {
 		return err
 	}
 	if findings := dgq.Validate(m, blobSize); len(findings) > 0 {

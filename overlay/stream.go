@@ -1,0 +1,42 @@
+package overlay
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/dgq-dev/dgq/dgq"
+	"github.com/zeebo/blake3"
+)
+
+// streamChunk is the size of one positional read.
+const streamChunk = 8 << 20
+
+// streamer reads tensors through one reusable buffer.
+type streamer struct{ buf []byte }
+
+func newStreamer() *streamer { return &streamer{buf: make([]byte, streamChunk)} }
+
+// stream reads size bytes at off of r in chunks, hands each to fn, and checks
+// the BLAKE3 digest of the whole against want (a mismatch is dgq.ErrInvalid).
+func (s *streamer) stream(ctx context.Context, r io.ReaderAt, off, size int64, want string, fn func([]byte) error) error {
+	h := blake3.New()
+	for pos := int64(0); pos < size; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		chunk := s.buf[:min(int64(len(s.buf)), size-pos)]
+		if err := readFull(r, chunk, off+pos); err != nil {
+			return fmt.Errorf("read at %d: %w", off+pos, err)
+		}
+		h.Write(chunk)
+		if err := fn(chunk); err != nil {
+			return err
+		}
+		pos += int64(len(chunk))
+	}
+	if got := fmt.Sprintf("%x", h.Sum(nil)); got != want {
+		return fmt.Errorf("%w: content does not match its digest (run dgq audit)", dgq.ErrInvalid)
+	}
+	return nil
+}
