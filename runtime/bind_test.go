@@ -23,7 +23,12 @@ func (f *fakeWeights) ReadFile(name string) ([]byte, error) { return f.files(nam
 
 func openPack(t *testing.T, fx, profile string) Weights {
 	t.Helper()
-	p, err := dgq.Open(packDir(t, fx, profile))
+	return openPackSets(t, fx, profile)
+}
+
+func openPackSets(t *testing.T, fx, profile string, sets ...string) Weights {
+	t.Helper()
+	p, err := dgq.Open(packDir(t, fx, profile, sets...))
 	if err != nil {
 		t.Fatal(err)
 	}

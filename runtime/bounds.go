@@ -34,10 +34,11 @@ func (m *Model) WeightFormat() codecs.Format {
 // reproduce it).
 //
 // Raw (a bf16 pack): the float32 reference itself carries float32 rounding
-// noise of up to ~3e-3 in the logits of these fixtures (transformers run in
-// float64 differs from it by that much), so the bounds are 1e-2 on logits
-// and entropies and 2e-3 on hidden states, with identical argmax and
-// integer references.
+// noise of up to ~4e-3 in the logits of these fixtures (transformers run in
+// float64 differs from it by that much), and this runtime measures at most
+// 4.9e-3 (logits) and 7e-4 (hidden states); the bounds are 2e-2 on logits
+// and entropies and 5e-3 on hidden states (about 4× and 7× margin), with
+// identical argmax and integer references.
 //
 // Quantized formats: the fixtures' random weights make every layer's router
 // flip under any weight perturbation, which changes rows of the output by
@@ -46,7 +47,7 @@ func (m *Model) WeightFormat() codecs.Format {
 // argmax/integer agreement is not required.
 func DefaultBounds(f codecs.Format) Bounds {
 	if f == codecs.Raw {
-		return Bounds{Logits: 1e-2, Hidden: 2e-3}
+		return Bounds{Logits: 2e-2, Hidden: 5e-3}
 	}
 	return Bounds{Logits: 48, Hidden: 17, Mismatch: 1}
 }

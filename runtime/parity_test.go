@@ -185,3 +185,24 @@ func TestParityTable(t *testing.T) {
 		}
 	}
 }
+
+// A quantized pack matches transformers run on the pack's own decoded
+// weights (testdata/dequant, made by testdata/hf_dequant.py) as closely as
+// a bf16 pack matches the bf16 reference: the quantized path computes the
+// model exactly, and the large errors of TestParityQuantized are the
+// fixtures' sensitivity to the weights, which transformers shares.
+func TestParityDequantized(t *testing.T) {
+	for _, k := range dequantKinds {
+		t.Run(k.fixture+"-"+k.name, func(t *testing.T) {
+			m := loadModel(t, k.fixture, k.profile, k.sets...)
+			rep, err := Parity(m, filepath.Join("testdata", "dequant", k.fixture+"-"+k.name), DefaultBounds(codecs.Raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			logReport(t, rep)
+			if !rep.Pass {
+				t.Fatal("parity failed")
+			}
+		})
+	}
+}
