@@ -12,6 +12,7 @@ import (
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/overlay"
+	"github.com/dgq-dev/dgq/runtime"
 )
 
 var (
@@ -166,4 +167,45 @@ func quantizeJSON(o dgq.QuantizeOptions, res *dgq.QuantizeResult) quantizeResult
 		r.Classes = res.Report.Classes
 	}
 	return r
+}
+
+type parityCaseJSON struct {
+	Name        string  `json:"name"`
+	MaxAbsErr   float64 `json:"max_abs_err"`
+	MeanAbsErr  float64 `json:"mean_abs_err"`
+	Cosine      float64 `json:"cosine"`
+	ArgmaxAgree float64 `json:"argmax_agree"`
+	Tolerance   float64 `json:"tolerance"`
+	Pass        bool    `json:"pass"`
+}
+
+func parityJSON(r *runtime.ParityReport, b runtime.Bounds) any {
+	cases := make([]parityCaseJSON, len(r.Cases))
+	for i, c := range r.Cases {
+		cases[i] = parityCaseJSON{c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, c.Pass}
+	}
+	return map[string]any{"pass": r.Pass, "cases": cases, "bounds": map[string]float64{"logits": b.Logits, "hidden": b.Hidden, "mismatch": b.Mismatch}}
+}
+
+func renderParity(w io.Writer, r *runtime.ParityReport, b runtime.Bounds) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tmax abs err\tmean abs err\tcosine\targmax agree\ttolerance\t\t")
+	for _, c := range r.Cases {
+		fmt.Fprintf(tw, "%s\t%.3g\t%.3g\t%.9f\t%.3f\t%.3g\t%s\t\n", c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, map[bool]string{true: "ok", false: "FAIL"}[c.Pass])
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "parity: %s\n", map[bool]string{true: "pass", false: "FAIL"}[r.Pass])
+}
+
+func renderSmoke(w io.Writer, dir string, r *runtime.SmokeReport) {
+	fmt.Fprintf(w, "smoke %s\n", dir)
+	for _, c := range r.Checks {
+		status := map[bool]string{true: "ok  ", false: "FAIL"}[c.Pass]
+		if c.Skipped {
+			status = "skip"
+		}
+		fmt.Fprintf(w, "  %s %-24s %s\n", status, c.Name, c.Detail)
+	}
+	fmt.Fprintf(w, "  load %.2fs, prefill %.0f tokens/s, denoise step %.1f ms\n", r.LoadSeconds, r.PrefillTokensPerSec, r.DenoiseStepMillis)
+	fmt.Fprintf(w, "smoke: %s\n", map[bool]string{true: "pass", false: "FAIL"}[r.Pass])
 }

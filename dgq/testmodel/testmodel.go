@@ -15,6 +15,12 @@ import (
 //go:embed tiny/snapshot tiny/hub.json tiny/reference
 var files embed.FS
 
+// EmbedDigest is the BLAKE3-256 of the tiny checkpoint's
+// model.decoder.embed_tokens.weight bytes: the digest every pack made from it
+// records for that (always raw) tensor, by which a pack is recognized as made
+// from this checkpoint whatever its profile or source path.
+const EmbedDigest = "cf0fe35deb2c54505983db971e19cfa9ab2d369e673c0cbcd5ba089bdfca2428"
+
 // Hub describes the cache entry of the tiny checkpoint.
 type Hub struct {
 	Repo     string            `json:"repo"`     // "dgq-test/diffusiongemma-tiny"

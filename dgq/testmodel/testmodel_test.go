@@ -2,6 +2,8 @@ package testmodel
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zeebo/blake3"
 )
 
 // The blob names in hub.json are content hashes: sha256 for safetensors
@@ -81,5 +85,31 @@ func TestWriteSnapshot(t *testing.T) {
 	}
 	if _, err := ReadReference("reference.safetensors"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestEmbedDigest(t *testing.T) {
+	idx, _ := ReadFile("model.safetensors.index.json")
+	var index struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(idx, &index); err != nil {
+		t.Fatal(err)
+	}
+	const name = "model.decoder.embed_tokens.weight"
+	shard, _ := ReadFile(index.WeightMap[name])
+	n := binary.LittleEndian.Uint64(shard)
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(shard[8:8+n], &header); err != nil {
+		t.Fatal(err)
+	}
+	var entry struct {
+		Offsets [2]int `json:"data_offsets"`
+	}
+	json.Unmarshal(header[name], &entry)
+	data := shard[8+int(n)+entry.Offsets[0] : 8+int(n)+entry.Offsets[1]]
+	sum := blake3.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != EmbedDigest {
+		t.Fatalf("embed digest %s, EmbedDigest says %s", got, EmbedDigest)
 	}
 }
