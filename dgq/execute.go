@@ -83,6 +83,11 @@ func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]h
 			return nil, nil, err
 		}
 		ref := refs[e.Name]
+		// Start the kernel reading this tensor and the next one ahead of the
+		// workers (large sequential read-ahead instead of page-sized faults).
+		if i == 0 {
+			ref.Shard.WillNeed(ref.Offset, ref.Size)
+		}
 		if i+1 < len(plan.Entries) {
 			next := refs[plan.Entries[i+1].Name]
 			next.Shard.WillNeed(next.Offset, next.Size)
