@@ -64,7 +64,7 @@ func (m *Model) attention(l *layer, a []float32, S, pos0 int, kv *kvLayer, encod
 
 	group := nq / nkv
 	out := make([]float32, S*qw)
-	m.parallel(S*nq, func(s *scratch, item int) {
+	m.parallelCost(S*nq, S*nq*total*hd*2, func(s *scratch, item int) {
 		t, h := item/nq, item%nq
 		lo, hi := 0, total
 		if encoder {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -33,10 +34,22 @@ func grow64(b []float64, n int) []float64 {
 // the calling goroutine's scratch. Each item must write outputs no other item
 // writes, so the result does not depend on which goroutine runs which item.
 func (m *Model) parallel(n int, fn func(s *scratch, item int)) {
+	m.parallelCost(n, math.MaxInt, fn)
+}
+
+// minParallelCost is the work (multiply-adds) below which a job runs on the
+// calling goroutine: starting workers would cost more than it saves.
+const minParallelCost = 1 << 16
+
+// parallelCost is parallel for a job of about cost multiply-adds.
+func (m *Model) parallelCost(n, cost int, fn func(s *scratch, item int)) {
 	if n <= 0 {
 		return
 	}
 	workers := min(m.workers, n)
+	if cost < minParallelCost {
+		workers = 1
+	}
 	if workers <= 1 {
 		s := m.scratch.Get().(*scratch)
 		for i := range n {
@@ -121,7 +134,9 @@ func (m *Model) matmuls(jobs []mmJob) {
 	}
 	type band struct{ job, o0, nb int }
 	var bands []band
+	cost := 0
 	for ji, j := range jobs {
+		cost += j.T * j.n * j.w.cols()
 		if j.T == 0 || j.n == 0 {
 			continue
 		}
@@ -130,7 +145,7 @@ func (m *Model) matmuls(jobs []mmJob) {
 			bands = append(bands, band{ji, o0, min(rb, j.n-o0)})
 		}
 	}
-	m.parallel(len(bands), func(s *scratch, bi int) {
+	m.parallelCost(len(bands), cost, func(s *scratch, bi int) {
 		b := bands[bi]
 		j := &jobs[b.job]
 		k := j.w.cols()
