@@ -1,0 +1,35 @@
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error returned by this package starts with
+// "tokenizer: " and wraps one of these, so callers can test the kind with
+// errors.Is.
+var (
+	// ErrFormat reports a tokenizer.json (or tokenizer_config.json) that is
+	// not well formed: bad JSON, a missing or ill-typed field, an id out of
+	// range, a merge naming a token absent from the vocabulary, ...
+	ErrFormat = errors.New("malformed tokenizer file")
+
+	// ErrUnsupported reports a well-formed file that uses a component type,
+	// or a setting of a component, that this package does not implement.
+	// The message names the component.
+	ErrUnsupported = errors.New("unsupported tokenizer component")
+
+	// ErrTooLarge reports an input above MaxFileSize.
+	ErrTooLarge = errors.New("tokenizer file too large")
+)
+
+// MaxFileSize bounds the size of a tokenizer.json that Load accepts.
+const MaxFileSize = 256 << 20
+
+func formatErr(format string, args ...any) error {
+	return fmt.Errorf("tokenizer: %w: %s", ErrFormat, fmt.Sprintf(format, args...))
+}
+
+func unsupportedErr(format string, args ...any) error {
+	return fmt.Errorf("tokenizer: %w: %s", ErrUnsupported, fmt.Sprintf(format, args...))
+}
