@@ -6,7 +6,8 @@ package runtime
 // what both the next encoder chunk (its first query sees W−1 earlier keys)
 // and the decoder (the canvas sees the last W−1 prefix positions on
 // sliding layers) need. Keys are stored after k_norm and RoPE, values after
-// v_norm, in float32. Only Prefill writes to a cache.
+// v_norm, in float32. Only Prefill writes to a cache. A Cache is not safe
+// for concurrent use; distinct caches of one model may be used concurrently.
 type Cache struct {
 	m      *Model
 	n      int // positions seen so far (cumulative)

@@ -265,3 +265,25 @@ func TestPrefillImageTokenIsPad(t *testing.T) {
 		t.Error("an image placeholder is not embedded as pad")
 	}
 }
+
+// Forward passes of one model on distinct caches may run concurrently.
+func TestConcurrentForwards(t *testing.T) {
+	m := loadModel(t, "tiny", "bf16")
+	ids := refIDs(t, m, "tiny")
+	want := scenario(t, m, ids, nil)
+	done := make(chan [][]float32, 3)
+	for range 3 {
+		go func() {
+			c := m.NewCache()
+			h, _ := m.Prefill(c, ids["prompt_ids"])
+			l, _ := m.Denoise(c, ids["canvas1_ids"], nil, nil)
+			done <- [][]float32{h, l}
+		}()
+	}
+	for range 3 {
+		got := <-done
+		if maxAbsDiff(got[0], want[0]) != 0 || maxAbsDiff(got[1], want[1]) != 0 {
+			t.Error("a concurrent pass gave other results")
+		}
+	}
+}
