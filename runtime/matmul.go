@@ -77,8 +77,9 @@ func (m *Model) parallelCost(n, cost int, fn func(s *scratch, item int)) {
 }
 
 // bandElems is the target size of one decoded weight band, in float64
-// values (128 KiB: it stays in L2 while every token uses it).
-const bandElems = 16384
+// values (256 KiB: it stays in L2, beside the input rows, while every token
+// uses it).
+const bandElems = 32768
 
 // bandRows is how many rows of a K-wide matrix one band holds: about
 // bandElems values, a multiple of 4 (the kernel's row block), and small
