@@ -221,6 +221,8 @@ func TestOverlayWorkflow(t *testing.T) {
 		{"repack", "--monolithic", "-m", ov, "-o", mono},
 		{"repack", "--overlay", "-m", direct, "-o", back},
 		{"audit", back},
+		{"parity", ov, "--reference", filepath.Join("..", "..", "dgq", "testmodel", "tiny", "reference")},
+		{"run", ov, "--prompt", "hi", "--seed", "1", "--max-steps", "4"},
 	} {
 		if r := dgqRun(args...); r.code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
