@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -79,19 +80,49 @@ func Parity(m *Model, refPath string, bounds Bounds) (*ParityReport, error) {
 	if st, err := os.Stat(refPath); err == nil && !st.IsDir() {
 		dir = filepath.Dir(refPath)
 	}
-	metaRaw, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	metaRaw, err := readCapped(filepath.Join(dir, "reference.json"), 1<<20)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrReference, err)
+		return nil, err
 	}
+	refRaw, err := readCapped(filepath.Join(dir, "reference.safetensors"), maxReferenceBytes)
+	if err != nil {
+		return nil, err
+	}
+	return parityFromBytes(m, metaRaw, refRaw, bounds)
+}
+
+// maxReferenceBytes bounds reference.safetensors (the fixtures' are ~0.2–1 MB).
+const maxReferenceBytes = 1 << 30
+
+// parityFromBytes runs Parity on the contents of reference.json and
+// reference.safetensors (untrusted input: fuzzed).
+func parityFromBytes(m *Model, metaRaw, refRaw []byte, bounds Bounds) (*ParityReport, error) {
 	var meta refMeta
 	if err := json.Unmarshal(metaRaw, &meta); err != nil {
 		return nil, fmt.Errorf("%w: reference.json: %v", ErrReference, err)
 	}
-	refs, err := readReference(filepath.Join(dir, "reference.safetensors"))
+	refs, err := parseReference(refRaw)
 	if err != nil {
 		return nil, err
 	}
 	return runParity(m, refs, meta, bounds)
+}
+
+// readCapped reads a file of at most max bytes.
+func readCapped(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrReference, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrReference, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrReference, filepath.Base(path), max)
+	}
+	return b, nil
 }
 
 // refTensor is one reference tensor: float32 or int64 values and a shape.
@@ -101,14 +132,10 @@ type refTensor struct {
 	i     []int64
 }
 
-func readReference(path string) (map[string]refTensor, error) {
-	buf, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrReference, err)
-	}
+func parseReference(buf []byte) (map[string]refTensor, error) {
 	st, err := safetensors.Deserialize(buf)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrReference, filepath.Base(path), err)
+		return nil, fmt.Errorf("%w: reference.safetensors: %v", ErrReference, err)
 	}
 	out := map[string]refTensor{}
 	for _, nt := range st.Tensors() {
@@ -370,4 +397,13 @@ func compareInt(name string, got, ref []int64, b Bounds) ParityCase {
 	}
 	c.Pass = 1-c.ArgmaxAgree <= b.Mismatch
 	return c
+}
+
+// readReference reads and parses a reference.safetensors file.
+func readReference(path string) (map[string]refTensor, error) {
+	b, err := readCapped(path, maxReferenceBytes)
+	if err != nil {
+		return nil, err
+	}
+	return parseReference(b)
 }
