@@ -72,12 +72,18 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 	if err != nil {
 		return nil, err
 	}
+	var em *overlayEmitter
+	if opts.Overlay {
+		if em, err = newOverlayEmitter(plan, inv); err != nil {
+			return nil, err
+		}
+	}
 	res := &QuantizeResult{Plan: plan, Summary: plan.Summary(), SourceBytes: inv.bytes}
 	if opts.DryRun {
 		res.Elapsed = time.Since(start)
 		return res, nil
 	}
-	m, stats, err := writePack(ctx, opts, plan, inv)
+	m, stats, err := writePack(ctx, opts, plan, inv, em)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +175,8 @@ func within(p, dir string) bool {
 }
 
 // writePack executes the plan into a staging directory and publishes it.
-func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory) (*Manifest, []TensorStats, error) {
+// em, when not nil, makes the pack layered.
+func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory, em *overlayEmitter) (*Manifest, []TensorStats, error) {
 	st, err := NewStaging(opts.Out, opts.Force)
 	if err != nil {
 		return nil, nil, err
@@ -180,12 +187,8 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 			st.Abort()
 		}
 	}()
-	var em *overlayEmitter
 	blobSize := plan.BlobSize
-	if opts.Overlay {
-		if em, err = newOverlayEmitter(plan, inv); err != nil {
-			return nil, nil, err
-		}
+	if em != nil {
 		blobSize = em.local.Size
 	}
 	blob, err := createBlob(st.Path(BlobName))
