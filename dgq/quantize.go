@@ -64,7 +64,7 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 	}
 	defer inv.snap.Close()
 	if !opts.DryRun {
-		if err := checkOutputPlacement(inv.source.Path, opts.Out); err != nil {
+		if err := CheckOutputPlacement(inv.source.Path, opts.Out); err != nil {
 			return nil, err
 		}
 	}
@@ -146,9 +146,10 @@ func takeInventory(source string) (*inventory, error) {
 	return inv, nil
 }
 
-// checkOutputPlacement refuses an output inside the source snapshot (or the
-// cache entry it belongs to): dgq never writes into a Hugging Face cache.
-func checkOutputPlacement(source, out string) error {
+// CheckOutputPlacement refuses an output that overlaps its source (a
+// snapshot or an input pack) or lies inside a Hugging Face cache: dgq never
+// writes there.
+func CheckOutputPlacement(source, out string) error {
 	if out == "" || source == "" {
 		return nil
 	}
@@ -161,7 +162,7 @@ func checkOutputPlacement(source, out string) error {
 		src = r
 	}
 	if within(dst, src) || within(src, dst) {
-		return fmt.Errorf("%w: output %s overlaps the source snapshot %s; choose another -o", ErrUsage, out, source)
+		return fmt.Errorf("%w: output %s overlaps the source %s; choose another -o", ErrUsage, out, source)
 	}
 	if hfcache.IsInCache(dst) {
 		return fmt.Errorf("%w: output %s lies inside the Hugging Face cache; dgq never writes there, choose another -o", ErrUsage, out)

@@ -364,3 +364,14 @@ func TestExternalReferencesStayInsideTheCache(t *testing.T) {
 		}
 	}
 }
+
+// repack never writes into the input pack or the Hugging Face cache.
+func TestRepackOutputPlacement(t *testing.T) {
+	snap := hubCache(t)
+	layered := quantize(t, tinyRepo, "q4", true)
+	for _, out := range []string{filepath.Join(layered, "sub"), filepath.Join(filepath.Dir(filepath.Dir(snap)), "x")} {
+		if _, err := RepackMonolithic(context.Background(), RepackOptions{Pack: layered, Out: out}); !errors.Is(err, dgq.ErrUsage) {
+			t.Errorf("repack to %s: %v", out, err)
+		}
+	}
+}

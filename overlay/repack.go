@@ -64,6 +64,9 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	if err := dgq.CheckOutput(o.Out, o.Force); err != nil {
 		return nil, err
 	}
+	if err := dgq.CheckOutputPlacement(o.Pack, o.Out); err != nil {
+		return nil, err
+	}
 	repo, rev := baseOf(m, o)
 	if repo == "" || rev == "" {
 		return nil, fmt.Errorf("%w: %s records no Hugging Face source; pass --hf-repo ORG/NAME --hf-revision REV", ErrRepack, o.Pack)
@@ -198,6 +201,9 @@ func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, erro
 		return nil, fmt.Errorf("%w: %s is already self-contained", ErrRepack, o.Pack)
 	}
 	if err := dgq.CheckOutput(o.Out, o.Force); err != nil {
+		return nil, err
+	}
+	if err := dgq.CheckOutputPlacement(o.Pack, o.Out); err != nil {
 		return nil, err
 	}
 	p, err := dgq.OpenWithoutMapping(o.Pack)
