@@ -11,9 +11,10 @@
 // description of the bytes inside the planes, the decoders and the encoders'
 // error-minimizing search.
 //
-// The package does no I/O and makes no policy decisions. Each decoder has a
-// scalar reference implementation; faster paths, where present, are tested to
-// be bit-identical to it: on amd64 with AVX-512 the q4/q5/q6 encoder runs
-// generated assembly kernels (go generate; build tag purego disables them)
-// that reproduce the reference encoder bit for bit.
+// The package does no I/O and makes no policy decisions. Each encoder and
+// decoder has a scalar reference implementation; faster paths, where present,
+// are tested to be bit-identical to it: on amd64 with AVX-512 the q4/q5/q6,
+// q8 and nvfp4 encoders run generated assembly kernels (go generate; build tag
+// purego disables them) that reproduce the reference encoders bit for bit,
+// their statistics included.
 package codecs

@@ -58,27 +58,57 @@ func CheckFinite(dt DType, src []byte) error {
 
 // firstNonFinite returns the index of the first NaN/Inf element, or -1.
 func firstNonFinite(dt DType, src []byte) int {
+	start := 0
+	if scanFast != nil {
+		if bits, n := scanFast(dt, src); bits < infBits(dt) {
+			start = n // that prefix is finite
+		}
+	}
 	switch dt {
 	case BF16:
-		for i := 0; i+1 < len(src); i += 2 {
+		for i := start; i+1 < len(src); i += 2 {
 			if binary.LittleEndian.Uint16(src[i:])&0x7f80 == 0x7f80 {
 				return i / 2
 			}
 		}
 	case F16:
-		for i := 0; i+1 < len(src); i += 2 {
+		for i := start; i+1 < len(src); i += 2 {
 			if binary.LittleEndian.Uint16(src[i:])&0x7c00 == 0x7c00 {
 				return i / 2
 			}
 		}
 	case F32:
-		for i := 0; i+3 < len(src); i += 4 {
+		for i := start; i+3 < len(src); i += 4 {
 			if binary.LittleEndian.Uint32(src[i:])&0x7f800000 == 0x7f800000 {
 				return i / 4
 			}
 		}
 	}
 	return -1
+}
+
+// infBits is the bit pattern of +Inf in dtype dt: an element is NaN or
+// infinite exactly when its magnitude bits (sign cleared) are ≥ infBits.
+func infBits(dt DType) uint32 {
+	switch dt {
+	case BF16:
+		return 0x7f80
+	case F16:
+		return 0x7c00
+	}
+	return 0x7f800000
+}
+
+// absBitsToFloat32 is the float32 value of a magnitude bit pattern of dtype
+// dt (finite).
+func absBitsToFloat32(dt DType, bits uint32) float32 {
+	switch dt {
+	case BF16:
+		return BF16ToFloat32(uint16(bits))
+	case F16:
+		return F16ToFloat32(uint16(bits))
+	}
+	return math.Float32frombits(bits)
 }
 
 // nonFiniteAt builds the error for a NaN/Inf at flat element index idx of a

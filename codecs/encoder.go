@@ -68,6 +68,10 @@ func (e *Encoder) ScanRows(src []byte) (float32, error) {
 func absMax(dt DType, src []byte) float32 {
 	var buf [256]float32
 	var amax float32
+	if scanFast != nil {
+		bits, n := scanFast(dt, src)
+		amax, src = absBitsToFloat32(dt, bits), src[n:]
+	}
 	n := len(src) / dt.Size()
 	for i := 0; i < n; i += len(buf) {
 		c := min(len(buf), n-i)

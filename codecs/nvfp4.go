@@ -134,23 +134,33 @@ func encodeNVFP4(e *Encoder, codes, scales, src []byte, r0, n int64) (Stats, err
 	if i := firstNonFinite(e.dt, src); i >= 0 {
 		return Stats{}, nonFiniteAt(r0, k, int64(i))
 	}
+	var st Stats
+	var b0 int64
+	if nvfp4Fast != nil {
+		b0 = nvfp4Fast(e, codes, scales, src, n*k/16, &st)
+	}
+	for b := b0; b < n*k/16; b++ {
+		nvfp4EncodeBlock(e, codes, scales, src, b, &st)
+	}
+	return st, nil
+}
+
+// nvfp4EncodeBlock encodes block b of a run of finite rows and adds its
+// statistics to st.
+func nvfp4EncodeBlock(e *Encoder, codes, scales, src []byte, b int64, st *Stats) {
 	es := int64(e.dt.Size())
 	var x [16]float32
 	var c [16]uint8
-	var st Stats
-	for b := range n * k / 16 {
-		toFloat32(e.dt, src[b*16*es:], x[:])
-		sc := nvfp4Block(&x, e.scale2, &c)
-		scales[b] = sc
-		for j := 0; j < 16; j += 2 {
-			codes[b*8+int64(j/2)] = c[j] | c[j+1]<<4
-		}
-		s8 := E4M3ToFloat32(sc)
-		for j, v := range x {
-			st.add(float32(e2m1Values[c[j]]*s8)*e.scale2, v)
-		}
+	toFloat32(e.dt, src[b*16*es:], x[:])
+	sc := nvfp4Block(&x, e.scale2, &c)
+	scales[b] = sc
+	for j := 0; j < 16; j += 2 {
+		codes[b*8+int64(j/2)] = c[j] | c[j+1]<<4
 	}
-	return st, nil
+	s8 := E4M3ToFloat32(sc)
+	for j, v := range x {
+		st.add(float32(e2m1Values[c[j]]*s8)*e.scale2, v)
+	}
 }
 
 // decodeNVFP4 decodes rows [r0, r0+n) of a whole encoded nvfp4 tensor.

@@ -83,6 +83,20 @@ func q8ValidScale(s float32) bool {
 	return s > 0 && float32(127*s) <= math.MaxFloat32 && 1/s <= math.MaxFloat32
 }
 
+// q8Base is the first candidate scale amax/127 (kept finite with its
+// multiple 127·scale), and whether it is a valid scale; rows below ~2^-120
+// encode as zeros.
+func q8Base(amax float32) (float32, bool) {
+	if amax == 0 {
+		return 0, false
+	}
+	base := amax / 127
+	for base > 0 && float32(127*base) > math.MaxFloat32 {
+		base = math.Nextafter32(base, 0) // keep ±127·scale finite
+	}
+	return base, q8ValidScale(base)
+}
+
 // q8Scale searches the row scale.
 func q8Scale(x []float32) float32 {
 	var amax float32
@@ -91,15 +105,9 @@ func q8Scale(x []float32) float32 {
 			amax = a
 		}
 	}
-	if amax == 0 {
+	base, ok := q8Base(amax)
+	if !ok {
 		return 0
-	}
-	base := amax / 127
-	for base > 0 && float32(127*base) > math.MaxFloat32 {
-		base = math.Nextafter32(base, 0) // keep ±127·scale finite
-	}
-	if !q8ValidScale(base) {
-		return 0 // rows below ~2^-120 encode as zeros
 	}
 	bestS, bestE := base, q8Err(x, base)
 	bestF := float32(1)
@@ -131,6 +139,44 @@ func q8Scale(x []float32) float32 {
 	return bestS
 }
 
+// q8ErrFrom finishes q8Err(x, s) given its four chains e after the
+// elements x[:n] (n a multiple of 4).
+func q8ErrFrom(x []float32, n int, s float32, e *[4]float32) float64 {
+	inv := 1 / s
+	i := n
+	for ; i+4 <= len(x); i += 4 {
+		for k := range 4 {
+			d := float32(q8Code(x[i+k], inv)*s) - x[i+k]
+			e[k] += float32(d * d)
+		}
+	}
+	for ; i < len(x); i++ {
+		d := float32(q8Code(x[i], inv)*s) - x[i]
+		e[0] += float32(d * d)
+	}
+	return float64(e[0]) + float64(e[1]) + float64(e[2]) + float64(e[3])
+}
+
+// q8SumsExact reports whether every partial sum of q8Refit's Σq·x over a
+// row is exact (so that any summation order gives its result): all terms
+// are multiples of the smallest ulp 2^L of the nonzero elements (mnz is the
+// smallest nonzero |x| bit pattern) and Σ|q·x| ≤ 127·k·amax stays below
+// 2^52·2^L.
+func q8SumsExact(k int, amax float32, mnz uint32, dt DType) bool {
+	ef := int(mnz >> 23)
+	if ef == 0 {
+		ef = 1
+	}
+	l := ef - 150 // ulp of a full float32 significand
+	switch dt {
+	case BF16:
+		l += 16 // the low 16 significand bits are 0
+	case F16:
+		l += 13
+	}
+	return 127*float64(k)*float64(amax) <= math.Ldexp(1, 52+l)
+}
+
 // encodeQ8 encodes n rows.
 func encodeQ8(e *Encoder, codes, scales, src []byte, r0, n int64) (Stats, error) {
 	k := e.m.K
@@ -141,21 +187,33 @@ func encodeQ8(e *Encoder, codes, scales, src []byte, r0, n int64) (Stats, error)
 	var st Stats
 	es := int64(e.dt.Size())
 	for r := range n {
-		toFloat32(e.dt, src[r*k*es:], x)
-		s := q8Scale(x)
-		binary.LittleEndian.PutUint32(scales[4*r:], math.Float32bits(s))
-		var inv float32
-		if s != 0 {
-			inv = 1 / s
-		}
+		rsrc := src[r*k*es : (r+1)*k*es]
 		row := codes[r*k : (r+1)*k]
-		for i, v := range x {
-			q := q8Code(v, inv)
-			row[i] = byte(int8(q))
-			st.add(float32(q*s), v)
+		var s float32
+		if q8Fast != nil {
+			s = q8Fast(e.dt, rsrc, x, row, &st)
+		} else {
+			toFloat32(e.dt, rsrc, x)
+			s = q8Scale(x)
+			var inv float32
+			if s != 0 {
+				inv = 1 / s
+			}
+			q8EncodeTail(x, 0, s, inv, row, &st)
 		}
+		binary.LittleEndian.PutUint32(scales[4*r:], math.Float32bits(s))
 	}
 	return st, nil
+}
+
+// q8EncodeTail writes the codes of x[i0:] for scale s (inverse inv, 0 for
+// s = 0) and adds their statistics to st.
+func q8EncodeTail(x []float32, i0 int, s, inv float32, codes []byte, st *Stats) {
+	for i := i0; i < len(x); i++ {
+		q := q8Code(x[i], inv)
+		codes[i] = byte(int8(q))
+		st.add(float32(q*s), x[i])
+	}
 }
 
 // decodeQ8 decodes rows [r0, r0+n) of a whole encoded q8 tensor.

@@ -1,5 +1,6 @@
-// Command asmgen writes codecs/affine_amd64.s, the AVX-512 kernels of the
-// q4/q5/q6 encoder. Run it with `go generate ./codecs/`.
+// Command asmgen writes the AVX-512 kernels of the codecs encoders:
+// codecs/affine_amd64.s (q4/q5/q6), codecs/nvfp4_amd64.s and
+// codecs/q8_amd64.s. Run it with `go generate ./codecs/`.
 //
 // The kernels process 16 groups at once with one group per vector lane, so
 // every lane performs exactly the float32 operation sequence of the scalar
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 )
 
 var out bytes.Buffer
@@ -31,12 +33,27 @@ const (
 )
 
 func main() {
-	dst := flag.String("out", "affine_amd64.s", "output file")
+	dir := flag.String("dir", ".", "directory of the generated files")
 	flag.Parse()
-	if err := os.WriteFile(*dst, generate(), 0o644); err != nil {
-		log.Fatal(err)
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(*dir, f.name), f.gen(), 0o644); err != nil {
+			log.Fatal(err)
+		}
 	}
 }
+
+// files are the generated files and their generators.
+var files = []struct {
+	name string
+	gen  func() []byte
+}{
+	{"affine_amd64.s", generate},
+	{"nvfp4_amd64.s", generateNVFP4},
+	{"q8_amd64.s", generateQ8},
+	{"scan_amd64.s", generateScan},
+}
+
+func clone() []byte { return bytes.Clone(out.Bytes()) }
 
 // generate returns the whole assembly file.
 func generate() []byte {
