@@ -121,38 +121,44 @@ func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]h
 }
 
 // writeRaw copies the source bytes verbatim to off (unless skip), refusing
-// non-finite values.
+// non-finite values. Chunks are checked and written by the workers
+// (positional writes, any order) while the calling goroutine hashes them in
+// order, so hashing — the sequential part — overlaps the rest.
 func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte, off int64, skip bool, release func(pos, n int64)) (string, codecs.Stats, error) {
 	if int64(len(src)) != e.Size {
 		return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: source holds %d bytes, plan expects %d", ErrSource, e.Name, len(src), e.Size)
 	}
 	h := blake3.New()
-	var st codecs.Stats
-	for pos := 0; pos < len(src); pos += rawChunkBytes {
-		if err := ctx.Err(); err != nil {
-			return "", st, err
-		}
-		chunk := src[pos:min(pos+rawChunkBytes, len(src))]
+	n := (len(src) + rawChunkBytes - 1) / rawChunkBytes
+	chunk := func(i int) []byte { return src[i*rawChunkBytes : min((i+1)*rawChunkBytes, len(src))] }
+	work := func(i int) chunkResult {
+		c := chunk(i)
 		err := guardFault("tensor "+e.Name, func() error {
-			if err := codecs.CheckFinite(e.DType, chunk); err != nil {
+			if err := codecs.CheckFinite(e.DType, c); err != nil {
 				return fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
 			}
 			if !skip {
-				if _, err := x.blob.WriteAt(chunk, off+int64(pos)); err != nil {
+				if _, err := x.blob.WriteAt(c, off+int64(i*rawChunkBytes)); err != nil {
 					return fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
 				}
 			}
-			h.Write(chunk)
 			return nil
 		})
-		if err != nil {
-			return "", st, err
-		}
-		release(int64(pos), int64(len(chunk)))
-		x.progress.Add(int64(len(chunk)))
+		return chunkResult{idx: i, err: err}
 	}
-	st.N = int64(len(src) / max(e.DType.Size(), 1))
-	return hex.EncodeToString(h.Sum(nil)), st, nil
+	commit := func(r chunkResult) error {
+		c := chunk(r.idx)
+		if err := guardFault("tensor "+e.Name, func() error { h.Write(c); return nil }); err != nil {
+			return err
+		}
+		release(int64(r.idx*rawChunkBytes), int64(len(c)))
+		x.progress.Add(int64(len(c)))
+		return nil
+	}
+	if err := x.ordered(ctx, n, work, commit); err != nil {
+		return "", codecs.Stats{}, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), codecs.Stats{N: int64(len(src) / max(e.DType.Size(), 1))}, nil
 }
 
 type chunkResult struct {
