@@ -58,33 +58,67 @@ func CheckFinite(dt DType, src []byte) error {
 
 // firstNonFinite returns the index of the first NaN/Inf element, or -1.
 func firstNonFinite(dt DType, src []byte) int {
-	start := 0
-	if scanFast != nil {
-		if bits, n := scanFast(dt, src); bits < infBits(dt) {
-			start = n // that prefix is finite
-		}
+	if absMaxBits(dt, src) < infBits(dt) {
+		return -1
 	}
 	switch dt {
 	case BF16:
-		for i := start; i+1 < len(src); i += 2 {
+		for i := 0; i+1 < len(src); i += 2 {
 			if binary.LittleEndian.Uint16(src[i:])&0x7f80 == 0x7f80 {
 				return i / 2
 			}
 		}
 	case F16:
-		for i := start; i+1 < len(src); i += 2 {
+		for i := 0; i+1 < len(src); i += 2 {
 			if binary.LittleEndian.Uint16(src[i:])&0x7c00 == 0x7c00 {
 				return i / 2
 			}
 		}
 	case F32:
-		for i := start; i+3 < len(src); i += 4 {
+		for i := 0; i+3 < len(src); i += 4 {
 			if binary.LittleEndian.Uint32(src[i:])&0x7f800000 == 0x7f800000 {
 				return i / 4
 			}
 		}
 	}
 	return -1
+}
+
+// absMaxBits returns the largest magnitude bit pattern (sign bit cleared)
+// of the whole elements of src. It is ≥ infBits(dt) exactly when one of them
+// is NaN or infinite; for finite elements the patterns order like |x|.
+func absMaxBits(dt DType, src []byte) uint32 {
+	var m0, m1, m2, m3 uint32
+	if scanFast != nil {
+		var n int
+		m0, n = scanFast(dt, src)
+		src = src[n:]
+	}
+	switch dt {
+	case BF16, F16:
+		i := 0
+		for ; i+8 <= len(src); i += 8 {
+			w := binary.LittleEndian.Uint64(src[i:]) & 0x7fff7fff7fff7fff
+			m0 = max(m0, uint32(w)&0xffff)
+			m1 = max(m1, uint32(w>>16)&0xffff)
+			m2 = max(m2, uint32(w>>32)&0xffff)
+			m3 = max(m3, uint32(w>>48))
+		}
+		for ; i+2 <= len(src); i += 2 {
+			m0 = max(m0, uint32(binary.LittleEndian.Uint16(src[i:]))&0x7fff)
+		}
+	case F32:
+		i := 0
+		for ; i+8 <= len(src); i += 8 {
+			w := binary.LittleEndian.Uint64(src[i:]) & 0x7fffffff7fffffff
+			m0 = max(m0, uint32(w))
+			m1 = max(m1, uint32(w>>32))
+		}
+		for ; i+4 <= len(src); i += 4 {
+			m0 = max(m0, binary.LittleEndian.Uint32(src[i:])&0x7fffffff)
+		}
+	}
+	return max(m0, m1, m2, m3)
 }
 
 // infBits is the bit pattern of +Inf in dtype dt: an element is NaN or

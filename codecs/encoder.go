@@ -65,23 +65,7 @@ func (e *Encoder) ScanRows(src []byte) (float32, error) {
 }
 
 // absMax is max|x| over finite source bytes.
-func absMax(dt DType, src []byte) float32 {
-	var buf [256]float32
-	var amax float32
-	if scanFast != nil {
-		bits, n := scanFast(dt, src)
-		amax, src = absBitsToFloat32(dt, bits), src[n:]
-	}
-	n := len(src) / dt.Size()
-	for i := 0; i < n; i += len(buf) {
-		c := min(len(buf), n-i)
-		toFloat32(dt, src[i*dt.Size():], buf[:c])
-		for _, v := range buf[:c] {
-			amax = max(amax, float32(math.Abs(float64(v))))
-		}
-	}
-	return amax
-}
+func absMax(dt DType, src []byte) float32 { return absBitsToFloat32(dt, absMaxBits(dt, src)) }
 
 // SetAmax fixes the tensor's max|x| (the max over all ScanRows results).
 // Non-finite or negative values are treated as 0.

@@ -70,6 +70,22 @@ func e2m1Index(a float32) uint8 {
 		b2u(a > 2.5) + b2u(a >= 3.5) + b2u(a > 5)
 }
 
+// e2m1Round returns the E2M1 magnitude nearest to t ≥ 0 (not NaN), with
+// ties on the even code, and its index: the value e2m1Index and E2M1Code
+// give. t is clamped to 6 and M = 2^22·2^e, e = ⌊log2 max(t,1)⌋ ∈ {0,1,2},
+// is added and subtracted, which rounds t to a multiple of 0.5, 1 or 2 with
+// ties to even; the index is the number of those steps in t + M (2r, r or
+// r/2) plus 2e.
+func e2m1Round(t float32) (float32, uint8) {
+	// For t ≥ 0 the bit patterns order like the values: clamp them
+	// (branch-free).
+	tb := min(math.Float32bits(t), 0x40c00000)    // min(t, 6)
+	mb := max(tb, 0x3f800000)&0x7f800000 + 22<<23 // M
+	big := math.Float32frombits(mb)
+	u := math.Float32frombits(tb) + big
+	return u - big, uint8(math.Float32bits(u)&15 + mb>>22 - 298)
+}
+
 // nvfp4ScaleErr estimates the squared error of a block (magnitudes a) under
 // scale code sc, picking codes with a multiply by the reciprocal (the final
 // codes use the exact division).
@@ -84,12 +100,17 @@ func nvfp4ScaleErr(a *[16]float32, sc uint8, scale2 float32) float32 {
 		return e
 	}
 	inv := 1 / den
-	lv := nvfp4Levels(s8, scale2)
+	if inv > math.MaxFloat32 { // v·inv may be 0·Inf = NaN: compare with the midpoints
+		lv := nvfp4Levels(s8, scale2)
+		for _, v := range a {
+			d := v - lv[e2m1Index(v*inv)&7]
+			e += float32(d * d)
+		}
+		return e
+	}
 	for _, v := range a {
-		t := v * inv // e2m1Index, inlined by hand
-		i := b2u(t > 0.25) + b2u(t >= 0.75) + b2u(t > 1.25) + b2u(t >= 1.75) +
-			b2u(t > 2.5) + b2u(t >= 3.5) + b2u(t > 5)
-		d := v - lv[i&7]
+		r, _ := e2m1Round(v * inv) // v·inv is finite or +Inf
+		d := v - float32(r*s8)*scale2
 		e += float32(d * d)
 	}
 	return e
@@ -122,7 +143,9 @@ func nvfp4Block(x *[16]float32, scale2 float32, codes *[16]uint8) uint8 {
 	for j, v := range x {
 		codes[j] = 0
 		if den != 0 {
-			codes[j] = E2M1Code(v / den)
+			// E2M1Code(v / den): |v/den| = a/den is finite or +Inf.
+			_, i := e2m1Round(a[j] / den)
+			codes[j] = i | b2u(v < 0 && i != 0)<<3
 		}
 	}
 	return sc
