@@ -128,12 +128,12 @@ func q8Prep(dt string) {
 }
 
 // q8Code emits the code of the float32 vector (register or memory) x for
-// the inverse in register inv into register q; Z3, Z4, Z5 hold −127, 127
-// and 1.5·2^23.
+// the inverse in register inv into register q; Z4 and Z5 hold 127 and
+// 1.5·2^23. The clamp to ±127 is one VRANGEPS: the operand of smaller
+// magnitude, t or 127, with the sign of t (t = x·inv is never NaN).
 func q8Code(x string, inv, q int) {
 	p("VMULPS %s, %s, %s", x, z(inv), z(q))
-	p("VMAXPS Z3, %s, %s", z(q), z(q))
-	p("VMINPS Z4, %s, %s", z(q), z(q))
+	p("VRANGEPS $2, Z4, %s, %s", z(q), z(q))
 	p("VADDPS Z5, %s, %s", z(q), z(q))
 	p("VSUBPS Z5, %s, %s", z(q), z(q))
 }
