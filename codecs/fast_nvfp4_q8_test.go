@@ -190,6 +190,17 @@ func TestQ8MatchOracleRows(t *testing.T) {
 			}
 			checkAgainstOracle(t, "mixed", Q8, dt, m, fromFloat32(dt, x), 0)
 		}
+		// Long rows with a lone outlier: clipping it (a scale below
+		// amax/127) wins, so the fine step has two candidates.
+		for _, k := range []int64{40000, 65536} {
+			m := Matrix{2, k}
+			x := make([]float32, m.Elements())
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 0.01)
+			}
+			x[5], x[k+7], x[k+8] = 0.07, -0.05, 0.05
+			checkAgainstOracle(t, "outlier", Q8, dt, m, fromFloat32(dt, x), 0)
+		}
 		for _, sc := range []float64{1e-38, 1e-30, 1e-6, 1, 1e4, 3e37} {
 			m := Matrix{4, 300}
 			x := make([]float32, m.Elements())

@@ -52,6 +52,12 @@ func q8ErrSums1(x *float32, n int, p *q8Pass)
 func q8Sums1(x *float32, n int, p *q8Pass)
 
 //go:noescape
+func q8Err1Sums(x *float32, n int, p *q8Pass)
+
+//go:noescape
+func q8Err2Sums(x *float32, n int, p *q8Pass)
+
+//go:noescape
 func q8FinalSeq(x *float32, n int, p *q8Fin, codes *byte, st *Stats)
 
 //go:noescape
@@ -164,6 +170,31 @@ func (q *q8Row) errs(cs []float32) (e [4]float64) {
 	return e
 }
 
+// errsRefit returns q8Err of one or two candidates cs and, from the same
+// pass, q8Refit(x, r) for a valid r when the sums are exact.
+func (q *q8Row) errsRefit(cs []float32, r float32) (e [4]float64, s float32) {
+	q.p.acc = [16]float32{}
+	for c, s := range cs {
+		for k := range 4 {
+			q.p.s[4*c+k], q.p.inv[4*c+k] = s, 1/s
+		}
+	}
+	inv := 1 / r
+	q.p.inv[4*len(cs)], q.p.s[4*len(cs)] = inv, r
+	q.p.qx, q.p.qq = 0, 0
+	if q.n > 0 {
+		if len(cs) == 1 {
+			q8Err1Sums(&q.x[0], q.n, &q.p)
+		} else {
+			q8Err2Sums(&q.x[0], q.n, &q.p)
+		}
+	}
+	for c, s := range cs {
+		e[c] = q8ErrFrom(q.x, q.n, s, (*[4]float32)(q.p.acc[4*c:]))
+	}
+	return e, q.refitTail(r, inv)
+}
+
 // refit is q8Refit(x, s) for a valid s when the sums are exact.
 func (q *q8Row) refit(s float32) float32 {
 	inv := 1 / s
@@ -234,27 +265,38 @@ func (q *q8Row) scale(amax float32, mnz uint32, dt DType) (bestS float32, bestE 
 			}
 		}
 	}
+	// Two refits. With exact sums, the pass over the fine candidates also
+	// refits the best coarse scale, which usually stays the best.
+	exact := q8SumsExact(len(q.x), amax, mnz, dt)
+	var s1 float32
+	refitted := false
 	if len(fine) > 0 {
-		e = q.errs(fine)
+		if exact {
+			e, s1 = q.errsRefit(fine, bestS)
+			refitted = true
+		} else {
+			e = q.errs(fine)
+		}
 		for i, s := range fine {
 			if e[i] < bestE {
 				bestS, bestE = s, e[i]
+				refitted = false
 			}
 		}
 	}
-	// Two refits. The second one only differs from the first when the
-	// first was taken (otherwise it refits the same scale to the same
-	// candidate, which is not strictly better).
-	exact := q8SumsExact(len(q.x), amax, mnz, dt)
-	var s1 float32
-	if exact {
+	switch {
+	case refitted:
+	case exact:
 		s1 = q.refit(bestS)
-	} else {
+	default:
 		s1 = q8Refit(q.x, bestS)
 	}
 	if !q8ValidScale(s1) {
 		return bestS, bestE, 0
 	}
+	// The second refit only differs from the first when the first was
+	// taken (otherwise it refits the same scale to the same candidate,
+	// which is not strictly better).
 	var e1 float64
 	if exact {
 		e1, s2 = q.errRefit(s1)

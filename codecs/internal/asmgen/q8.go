@@ -56,10 +56,12 @@ func generateQ8() []byte {
 		q8Prep(dt)
 	}
 	q8Err4()
-	q8ErrN("q8Err1", 1, true, false)
-	q8ErrN("q8Err2", 2, true, false)
-	q8ErrN("q8ErrSums1", 1, true, true)
-	q8ErrN("q8Sums1", 1, false, true)
+	q8ErrN("q8Err1", 1, true, -1)
+	q8ErrN("q8Err2", 2, true, -1)
+	q8ErrN("q8ErrSums1", 1, true, 0)
+	q8ErrN("q8Sums1", 1, false, 0)
+	q8ErrN("q8Err1Sums", 1, true, 1)
+	q8ErrN("q8Err2Sums", 2, true, 2)
 	q8Final()
 	q8FinalGrid("q8Final", false)
 	q8FinalGrid("q8ErrFinal", true)
@@ -179,13 +181,15 @@ func q8Err4() {
 
 // q8ErrN writes a pass over n (a multiple of 16) elements for candidates
 // 0…ncand−1 (16 consecutive elements per vector): the error chains when
-// err, Σq·x and Σq² of candidate 0 when sums.
-func q8ErrN(name string, ncand int, err, sums bool) {
+// err, and Σq·x and Σq² of the codes of candidate sumsSlot (none when
+// negative; slot ncand holds a scale that is only refitted, not evaluated).
+func q8ErrN(name string, ncand int, err bool, sumsSlot int) {
 	fmt.Fprintf(&out, "// func %s(x *float32, n int, p *q8Pass)\nTEXT ·%s(SB), NOSPLIT, $0-24\n", name, name)
 	p("MOVQ x+0(FP), SI")
 	p("MOVQ n+8(FP), CX")
 	p("MOVQ p+16(FP), DX")
 	q8LoadConsts()
+	sums := sumsSlot >= 0
 	inv := func(c int) int { return 6 + c }
 	s := func(c int) int { return 8 + c }
 	acc := func(c int) int { return 10 + c }
@@ -198,6 +202,18 @@ func q8ErrN(name string, ncand int, err, sums bool) {
 	}
 	if sums {
 		zero(12, 13, 14, 15)
+		if sumsSlot == ncand {
+			p("VBROADCASTSS %d(DX), Z30", q8Inv+16*ncand)
+		}
+	}
+	sumsOf := func(q int) {
+		p("VCVTPS2PD %s, Z28", y(q))
+		p("VEXTRACTF64X4 $1, %s, Y29", z(q))
+		p("VCVTPS2PD Y29, Z29")
+		p("VFMADD231PD Z16, Z28, Z12")
+		p("VFMADD231PD Z17, Z29, Z13")
+		p("VFMADD231PD Z28, Z28, Z14")
+		p("VFMADD231PD Z29, Z29, Z15")
 	}
 	p("SHRQ $4, CX")
 	p("JZ %sdone", name)
@@ -206,17 +222,15 @@ func q8ErrN(name string, ncand int, err, sums bool) {
 		p("VCVTPS2PD 0(SI), Z16")
 		p("VCVTPS2PD 32(SI), Z17")
 	}
+	if sums && sumsSlot == ncand {
+		q8Code("0(SI)", 30, 31)
+		sumsOf(31)
+	}
 	for c := range ncand {
 		q, d := 18+5*c, 19+5*c
 		q8Code("0(SI)", inv(c), q)
-		if sums && c == 0 {
-			p("VCVTPS2PD %s, Z28", y(q))
-			p("VEXTRACTF64X4 $1, %s, Y29", z(q))
-			p("VCVTPS2PD Y29, Z29")
-			p("VFMADD231PD Z16, Z28, Z12")
-			p("VFMADD231PD Z17, Z29, Z13")
-			p("VFMADD231PD Z28, Z28, Z14")
-			p("VFMADD231PD Z29, Z29, Z15")
+		if sums && c == sumsSlot {
+			sumsOf(q)
 		}
 		if !err {
 			continue
