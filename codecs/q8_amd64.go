@@ -58,7 +58,10 @@ func q8Err1Sums(x *float32, n int, p *q8Pass)
 func q8Err2Sums(x *float32, n int, p *q8Pass)
 
 //go:noescape
-func q8FinalSeq(x *float32, n int, p *q8Fin, codes *byte, st *Stats)
+func q8FinalSeq(x *float32, n int, p *q8Fin, codes *byte, st, out *Stats)
+
+//go:noescape
+func q8ErrFinalSeq(x *float32, n int, p *q8Fin, codes *byte, st, out *Stats)
 
 //go:noescape
 func q8Final(x *float32, n int, p *q8Fin, codes *byte, st, out *Stats) bool
@@ -101,6 +104,12 @@ func q8RowAVX512(dt DType, src []byte, x []float32, codes []byte, st *Stats) flo
 	}
 	q := q8Row{x: x, n: n}
 	s, bestE, s2 := q.scale(math.Float32frombits(amax), mnz, dt)
+	// The sums with exactly rounded terms per binade (q8Final) pay for
+	// every 16-element group with a halfway term; those are frequent
+	// where the binade exponent of SumSqErr is odd (a squared error with
+	// a short significand has its lowest bit at an even exponent), and
+	// there the plain chain of additions is faster.
+	seq := math.Float64bits(st.SumSqErr)>>52&1 == 0 // odd exponent, or 0
 	var f q8Fin
 	if s2 != 0 {
 		// The last candidate: its error and, speculatively, the encoding
@@ -109,11 +118,15 @@ func q8RowAVX512(dt DType, src []byte, x []float32, codes []byte, st *Stats) flo
 		var out Stats
 		ok := true
 		if n > 0 {
-			ok = q8ErrFinal(&x[0], n, &f, &codes[0], st, &out)
+			if seq {
+				q8ErrFinalSeq(&x[0], n, &f, &codes[0], st, &out)
+			} else {
+				ok = q8ErrFinal(&x[0], n, &f, &codes[0], st, &out)
+			}
 		}
 		if q8ErrFrom(x, n, s2, &f.acc) < bestE {
 			if !ok {
-				q8FinalSeq(&x[0], n, &f, &codes[0], st)
+				q8FinalSeq(&x[0], n, &f, &codes[0], st, st)
 			} else if n > 0 {
 				*st = out
 			}
@@ -121,20 +134,20 @@ func q8RowAVX512(dt DType, src []byte, x []float32, codes []byte, st *Stats) flo
 			return s2
 		}
 	}
-	q8FinalRow(x, n, s, codes, st)
+	q8FinalRow(x, n, s, codes, st, seq)
 	return s
 }
 
 // q8FinalRow writes the codes of the row x for scale s and adds its
-// statistics to st.
-func q8FinalRow(x []float32, n int, s float32, codes []byte, st *Stats) {
+// statistics to st, with the plain chain of additions if seq.
+func q8FinalRow(x []float32, n int, s float32, codes []byte, st *Stats, seq bool) {
 	var f q8Fin
 	f.s = s
 	if s != 0 {
 		f.inv = 1 / s
 	}
-	if n > 0 && !q8Final(&x[0], n, &f, &codes[0], st, st) {
-		q8FinalSeq(&x[0], n, &f, &codes[0], st)
+	if n > 0 && (seq || !q8Final(&x[0], n, &f, &codes[0], st, st)) {
+		q8FinalSeq(&x[0], n, &f, &codes[0], st, st)
 	}
 	q8EncodeTail(x, n, s, f.inv, codes, st)
 }

@@ -62,7 +62,8 @@ func generateQ8() []byte {
 	q8ErrN("q8Sums1", 1, false, 0)
 	q8ErrN("q8Err1Sums", 1, true, 1)
 	q8ErrN("q8Err2Sums", 2, true, 2)
-	q8Final()
+	q8FinalSeq("q8FinalSeq", false)
+	q8FinalSeq("q8ErrFinalSeq", true)
 	q8FinalGrid("q8Final", false)
 	q8FinalGrid("q8ErrFinal", true)
 	return clone()
@@ -275,11 +276,13 @@ func q8ErrN(name string, ncand int, err bool, sumsSlot int) {
 	out.WriteString("\n")
 }
 
-// q8Final writes q8FinalSeq(x *float32, n int, p *q8Fin, codes *byte, st
-// *Stats): codes and statistics of n (a multiple of 16) elements, the
-// statistics added one element at a time.
-func q8Final() {
-	out.WriteString("// func q8FinalSeq(x *float32, n int, p *q8Fin, codes *byte, st *Stats)\nTEXT ·q8FinalSeq(SB), NOSPLIT, $0-40\n")
+// q8FinalSeq writes q8FinalSeq (or, with withErr, q8ErrFinalSeq)(x *float32,
+// n int, p *q8Fin, codes *byte, st, out *Stats): codes and statistics of n
+// (a multiple of 16) elements, the statistics added one element at a time to
+// those of st and written to out (which may be st); q8ErrFinalSeq also runs
+// q8Err's chains into p.acc.
+func q8FinalSeq(name string, withErr bool) {
+	fmt.Fprintf(&out, "// func %s(x *float32, n int, p *q8Fin, codes *byte, st, out *Stats)\nTEXT ·%s(SB), NOSPLIT, $0-48\n", name, name)
 	p("MOVQ x+0(FP), SI")
 	p("MOVQ n+8(FP), CX")
 	p("MOVQ p+16(FP), DX")
@@ -291,13 +294,27 @@ func q8Final() {
 	p("VMOVSD 0(R9), X6")
 	p("VMOVSD 8(R9), X7")
 	zero(8, 9)
+	if withErr {
+		p("VMOVUPS %d(DX), X31", q8FinAcc)
+	}
 	p("SHRQ $4, CX")
-	p("JZ q8finaldone")
-	out.WriteString("q8finalloop:\n")
+	p("JZ %sdone", name)
+	fmt.Fprintf(&out, "%sloop:\n", name)
 	q8Code("0(SI)", 2, 10)
 	p("VCVTTPS2DQ Z10, Z11")
 	p("VPMOVDB Z11, (R8)")
 	p("VMULPS Z1, Z10, Z12") // decoded value
+	if withErr {
+		p("VSUBPS 0(SI), Z12, Z30")
+		p("VMULPS Z30, Z30, Z30")
+		p("VEXTRACTF32X4 $1, Z30, X26")
+		p("VEXTRACTF32X4 $2, Z30, X28")
+		p("VEXTRACTF32X4 $3, Z30, X29")
+		p("VADDPS X30, X31, X31")
+		p("VADDPS X26, X31, X31")
+		p("VADDPS X28, X31, X31")
+		p("VADDPS X29, X31, X31")
+	}
 	p("VCVTPS2PD Y12, Z13")
 	p("VEXTRACTF64X4 $1, Z12, Y14")
 	p("VCVTPS2PD Y14, Z14")
@@ -322,10 +339,11 @@ func q8Final() {
 	p("ADDQ $64, SI")
 	p("ADDQ $16, R8")
 	p("DECQ CX")
-	p("JNZ q8finalloop")
-	out.WriteString("q8finaldone:\n")
-	p("VMOVSD X6, 0(R9)")
-	p("VMOVSD X7, 8(R9)")
+	p("JNZ %sloop", name)
+	fmt.Fprintf(&out, "%sdone:\n", name)
+	if withErr {
+		p("VMOVUPS X31, %d(DX)", q8FinAcc)
+	}
 	p("VMAXPD Z9, Z8, Z8")
 	p("VEXTRACTF64X4 $1, Z8, Y9")
 	p("VMAXPD Y9, Y8, Y8")
@@ -334,10 +352,14 @@ func q8Final() {
 	p("VPERMILPD $1, X8, X9")
 	p("VMAXSD X9, X8, X8")
 	p("VMAXSD 16(R9), X8, X8")
-	p("VMOVSD X8, 16(R9)")
 	p("MOVQ n+8(FP), CX")
 	p("ANDQ $-16, CX")
-	p("ADDQ CX, 24(R9)")
+	p("ADDQ 24(R9), CX")
+	p("MOVQ out+40(FP), R9")
+	p("VMOVSD X6, 0(R9)")
+	p("VMOVSD X7, 8(R9)")
+	p("VMOVSD X8, 16(R9)")
+	p("MOVQ CX, 24(R9)")
 	p("VZEROUPPER")
 	p("RET")
 	out.WriteString("\n")
