@@ -2,11 +2,11 @@ package testmodel
 
 import (
 	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"crypto/sha1"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
