@@ -116,7 +116,7 @@ func AuditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptio
 	}
 	// Largest first keeps the workers balanced.
 	sort.SliceStable(idx, func(a, b int) bool { return m.Tensors[idx[a]].Size > m.Tensors[idx[b]].Size })
-	prog := progressOrNop(opts.Progress)
+	prog := ProgressOrNop(opts.Progress)
 	prog.Start("audit", total)
 	defer prog.Finish()
 	adviseSequential(blob)

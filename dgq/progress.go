@@ -16,7 +16,8 @@ func (nopProgress) Start(string, int64) {}
 func (nopProgress) Add(int64)           {}
 func (nopProgress) Finish()             {}
 
-func progressOrNop(p Progress) Progress {
+// ProgressOrNop returns p, or a Progress that ignores everything when p is nil.
+func ProgressOrNop(p Progress) Progress {
 	if p == nil {
 		return nopProgress{}
 	}

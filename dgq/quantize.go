@@ -200,7 +200,7 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 	if err := blob.Truncate(blobSize); err != nil {
 		return nil, nil, fmt.Errorf("dgq: size blob: %w", err)
 	}
-	prog := progressOrNop(opts.Progress)
+	prog := ProgressOrNop(opts.Progress)
 	prog.Start("quantize", inv.bytes)
 	x := &executor{blob: blob, workers: opts.Workers, progress: prog}
 	if em != nil {

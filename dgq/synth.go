@@ -79,7 +79,7 @@ func Synthesize(ctx context.Context, o SynthOptions) (*SynthResult, error) {
 	for _, t := range tensors {
 		total += 2 * elements(t.Shape)
 	}
-	prog := progressOrNop(o.Progress)
+	prog := ProgressOrNop(o.Progress)
 	prog.Start("synthesize", total)
 	gen := newHeavyTail(o.Seed)
 	weightMap := map[string]string{}

@@ -34,18 +34,6 @@ type RepackResult struct {
 	LocalBytes int64 // size of the output's own blob
 }
 
-func orNop(p dgq.Progress) dgq.Progress {
-	if p == nil {
-		return nopProgress{}
-	}
-	return p
-}
-
-type nopProgress struct{}
-
-func (nopProgress) Start(string, int64) {}
-func (nopProgress) Add(int64)           {}
-func (nopProgress) Finish()             {}
 
 // RepackOverlay splits a self-contained pack into a layered one: each raw
 // tensor is streamed and compared with the same tensor of the Hugging Face
@@ -90,7 +78,7 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	for _, r := range snap.Tensors() {
 		base[r.Name] = r
 	}
-	prog := orNop(o.Progress)
+	prog := dgq.ProgressOrNop(o.Progress)
 	prog.Start("verify", m.BlobSize)
 	// Decide each tensor's source: stream it (digest check) and compare raw
 	// tensors with the base, chunk by chunk.
@@ -239,7 +227,7 @@ func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, erro
 		}
 		return p.Blob, src.Offset
 	}
-	if err := writeLayout(ctx, o, &out, p.Dir, from, offsets, m.BlobSize, orNop(o.Progress)); err != nil {
+	if err := writeLayout(ctx, o, &out, p.Dir, from, offsets, m.BlobSize, dgq.ProgressOrNop(o.Progress)); err != nil {
 		return nil, err
 	}
 	return &RepackResult{Manifest: &out, LocalBytes: m.BlobSize}, nil
