@@ -34,7 +34,6 @@ type RepackResult struct {
 	LocalBytes int64 // size of the output's own blob
 }
 
-
 // RepackOverlay splits a self-contained pack into a layered one: each raw
 // tensor is streamed and compared with the same tensor of the Hugging Face
 // base snapshot (the verbatim audit); identical ones become references into
