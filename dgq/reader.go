@@ -48,6 +48,9 @@ func checkAligned(b []byte) error {
 
 // ReadManifest reads and decodes dir's manifest without validating it.
 func ReadManifest(dir string) (*Manifest, error) {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is not a directory (a pack is a directory)", ErrManifest, dir)
+	}
 	p := filepath.Join(dir, ManifestName)
 	f, err := os.Open(p)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/layout"
+	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/tokenizer"
 )
 
 // Exit codes (documented in docs/cli.md).
@@ -44,7 +46,8 @@ var invalidErrors = []error{
 	dgq.ErrSource, dgq.ErrManifest, dgq.ErrInvalid, dgq.ErrVersion, dgq.ErrLayered,
 	hfcache.ErrSafetensors, hfcache.ErrIndex, hfcache.ErrInventory, hfcache.ErrMissingFile,
 	layout.ErrConfig, layout.ErrInventory, layout.ErrDims, layout.ErrUnknownTensor, layout.ErrDuplicate,
-	codecs.ErrNonFinite,
+	codecs.ErrNonFinite, tokenizer.ErrFormat, tokenizer.ErrUnsupported, tokenizer.ErrTooLarge,
+	runtime.ErrBinding, runtime.ErrInput, runtime.ErrReference, runtime.ErrGenerationConfig, runtime.ErrRun,
 }
 
 var staleErrors = []error{hfcache.ErrStale, hfcache.ErrNotInCache}
@@ -61,6 +64,9 @@ func exitCode(err error) int {
 		if errors.Is(err, target) {
 			return exitStale
 		}
+	}
+	if layout.IsUsage(err) {
+		return exitUsage
 	}
 	for _, target := range usageErrors {
 		if errors.Is(err, target) {
