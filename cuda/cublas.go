@@ -1,0 +1,130 @@
+package cuda
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// blasAPI is libcublas's entry points.
+type blasAPI struct {
+	create, destroy, setStream, sgemm, gemmEx, statusName uintptr
+}
+
+var (
+	blasOnce sync.Once
+	blas     blasAPI
+	blasErr  error
+)
+
+// loadBLAS loads libcublas once (at the first GEMM).
+func loadBLAS() error {
+	blasOnce.Do(func() {
+		h, name, err := openLib([]string{"libcublas.so", "libcublas.so.13", "libcublas.so.12"})
+		if err != nil {
+			blasErr = err
+			return
+		}
+		b := &blas
+		blasErr = bind(h, name, map[string]*uintptr{
+			"cublasCreate_v2": &b.create, "cublasDestroy_v2": &b.destroy,
+			"cublasSetStream_v2": &b.setStream, "cublasSgemm_v2": &b.sgemm,
+			"cublasGemmEx": &b.gemmEx, "cublasGetStatusName": &b.statusName,
+		})
+	})
+	return blasErr
+}
+
+func blasCheck(call string, r uintptr) error {
+	code := int(int32(r))
+	if code == 0 {
+		return nil
+	}
+	e := &Error{Call: call, Code: code, Name: fmt.Sprintf("cublasStatus %d", code)}
+	if blas.statusName != 0 {
+		e.Name = cstr(ccall(blas.statusName, r))
+	}
+	return e
+}
+
+// blasHandle returns the device's cuBLAS handle, bound to its stream,
+// creating it at first use; called inside d.do.
+func (d *Device) blasHandle() (uintptr, error) {
+	if d.blas != 0 {
+		return d.blas, nil
+	}
+	if err := loadBLAS(); err != nil {
+		return 0, err
+	}
+	var h uintptr
+	if err := blasCheck("cublasCreate_v2", ccall(blas.create, uintptr(unsafe.Pointer(&h)))); err != nil {
+		return 0, err
+	}
+	if err := blasCheck("cublasSetStream_v2", ccall(blas.setStream, h, d.stream)); err != nil {
+		ccall(blas.destroy, h)
+		return 0, err
+	}
+	d.blas = h
+	return h, nil
+}
+
+func op(t bool) uintptr {
+	if t {
+		return 1 // CUBLAS_OP_T
+	}
+	return 0 // CUBLAS_OP_N
+}
+
+// Sgemm queues C = alpha·op(A)·op(B) + beta·C on the device's stream, with
+// cuBLAS's column-major conventions (cublasSgemm_v2): op(A) is m×k, op(B)
+// k×n, C m×n with leading dimension ldc.
+func (d *Device) Sgemm(transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, c Ptr, ldc int) error {
+	return d.do(func() error {
+		h, err := d.blasHandle()
+		if err != nil {
+			return err
+		}
+		return blasCheck("cublasSgemm_v2", ccall(blas.sgemm, h, op(transA), op(transB),
+			uintptr(m), uintptr(n), uintptr(k), uintptr(unsafe.Pointer(&alpha)),
+			uintptr(a), uintptr(lda), uintptr(b), uintptr(ldb), uintptr(unsafe.Pointer(&beta)),
+			uintptr(c), uintptr(ldc)))
+	})
+}
+
+// DataType is a cudaDataType for GemmEx.
+type DataType int
+
+// Data types for GemmEx.
+const (
+	R32F  DataType = 0  // CUDA_R_32F
+	R16F  DataType = 2  // CUDA_R_16F
+	R16BF DataType = 14 // CUDA_R_16BF
+)
+
+// GemmEx queues C = alpha·op(A)·op(B) + beta·C (cublasGemmEx, column-major)
+// with element types ta, tb, tc, accumulating in f32 (CUBLAS_COMPUTE_32F)
+// with the default algorithm. alpha and beta are f32.
+func (d *Device) GemmEx(transA, transB bool, m, n, k int, alpha float32, a Ptr, ta DataType, lda int, b Ptr, tb DataType, ldb int, beta float32, c Ptr, tc DataType, ldc int) error {
+	const compute32F = 68 // CUBLAS_COMPUTE_32F
+	const algoDefault = ^uintptr(0)
+	return d.do(func() error {
+		h, err := d.blasHandle()
+		if err != nil {
+			return err
+		}
+		return blasCheck("cublasGemmEx", ccall(blas.gemmEx, h, op(transA), op(transB),
+			uintptr(m), uintptr(n), uintptr(k), uintptr(unsafe.Pointer(&alpha)),
+			uintptr(a), uintptr(ta), uintptr(lda), uintptr(b), uintptr(tb), uintptr(ldb),
+			uintptr(unsafe.Pointer(&beta)), uintptr(c), uintptr(tc), uintptr(ldc),
+			compute32F, algoDefault))
+	})
+}
+
+// MatMulNT queues the row-major linear-layer product C = A·Bᵀ in f32, where
+// A is [m][k], B is [n][k] (a weight in [out][in] order) and C is [m][n].
+func (d *Device) MatMulNT(c, a, b Ptr, m, n, k int) error {
+	// Row-major C[m][n] is column-major Cᵀ (n×m) = B·Aᵀ, where the row-major
+	// B[n][k] is the column-major k×n matrix Bᵀ (so op T) and A[m][k] is the
+	// column-major k×m matrix Aᵀ (op N).
+	return d.Sgemm(true, false, n, m, k, 1, b, k, a, k, 0, c, n)
+}

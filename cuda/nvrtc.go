@@ -1,0 +1,131 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// nvrtcAPI is libnvrtc's entry points.
+type nvrtcAPI struct {
+	version, create, destroy, compile, logSize, log uintptr
+	cubinSize, cubin, ptxSize, ptx, errString       uintptr
+	major, minor                                    int
+}
+
+var (
+	nvrtcOnce sync.Once
+	nvrtc     nvrtcAPI
+	nvrtcErr  error
+)
+
+// loadNVRTC loads libnvrtc once (at the first Compile).
+func loadNVRTC() error {
+	nvrtcOnce.Do(func() {
+		h, name, err := openLib([]string{"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"})
+		if err != nil {
+			nvrtcErr = err
+			return
+		}
+		n := &nvrtc
+		if nvrtcErr = bind(h, name, map[string]*uintptr{
+			"nvrtcVersion": &n.version, "nvrtcCreateProgram": &n.create,
+			"nvrtcDestroyProgram": &n.destroy, "nvrtcCompileProgram": &n.compile,
+			"nvrtcGetProgramLogSize": &n.logSize, "nvrtcGetProgramLog": &n.log,
+			"nvrtcGetCUBINSize": &n.cubinSize, "nvrtcGetCUBIN": &n.cubin,
+			"nvrtcGetPTXSize": &n.ptxSize, "nvrtcGetPTX": &n.ptx,
+			"nvrtcGetErrorString": &n.errString,
+		}); nvrtcErr != nil {
+			return
+		}
+		var major, minor int32
+		if err := nvrtcCheck("nvrtcVersion", ccall(n.version, uintptr(unsafe.Pointer(&major)), uintptr(unsafe.Pointer(&minor)))); err != nil {
+			nvrtcErr = unavailable("%v", err)
+			return
+		}
+		n.major, n.minor = int(major), int(minor)
+	})
+	return nvrtcErr
+}
+
+func nvrtcCheck(call string, r uintptr) error {
+	code := int(int32(r))
+	if code == 0 {
+		return nil
+	}
+	e := &Error{Call: call, Code: code, Name: fmt.Sprintf("nvrtcResult %d", code)}
+	if nvrtc.errString != 0 {
+		e.Name = cstr(ccall(nvrtc.errString, r))
+	}
+	return e
+}
+
+// NVRTCVersion loads NVRTC and returns its version, e.g. (13, 0).
+func NVRTCVersion() (major, minor int, err error) {
+	if err := loadNVRTC(); err != nil {
+		return 0, 0, err
+	}
+	return nvrtc.major, nvrtc.minor, nil
+}
+
+// CompileError is a failed NVRTC compilation with its program log.
+type CompileError struct {
+	Name string
+	Err  error
+	Log  string
+}
+
+func (e *CompileError) Error() string {
+	return fmt.Sprintf("cuda: compiling %s: %v\n%s", e.Name, e.Err, strings.TrimSpace(e.Log))
+}
+
+func (e *CompileError) Unwrap() error { return e.Err }
+
+// nvrtcCompile compiles src to a cubin with the given options.
+func nvrtcCompile(name, src string, opts []string) ([]byte, error) {
+	if err := loadNVRTC(); err != nil {
+		return nil, err
+	}
+	csrc, cname := cbytes(src), cbytes(name)
+	var prog uintptr
+	if err := nvrtcCheck("nvrtcCreateProgram", ccall(nvrtc.create, uintptr(unsafe.Pointer(&prog)),
+		uintptr(unsafe.Pointer(unsafe.SliceData(csrc))), uintptr(unsafe.Pointer(unsafe.SliceData(cname))), 0, 0, 0)); err != nil {
+		return nil, err
+	}
+	defer ccall(nvrtc.destroy, uintptr(unsafe.Pointer(&prog)))
+
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	copts := make([]uintptr, len(opts)+1)
+	for i, o := range opts {
+		b := cbytes(o)
+		pin.Pin(unsafe.SliceData(b))
+		copts[i] = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	}
+	cerr := nvrtcCheck("nvrtcCompileProgram", ccall(nvrtc.compile, prog, uintptr(len(opts)), uintptr(unsafe.Pointer(unsafe.SliceData(copts)))))
+	if cerr != nil {
+		var n uint64
+		log := ""
+		if nvrtcCheck("nvrtcGetProgramLogSize", ccall(nvrtc.logSize, prog, uintptr(unsafe.Pointer(&n)))) == nil && n > 1 {
+			buf := make([]byte, n)
+			if nvrtcCheck("nvrtcGetProgramLog", ccall(nvrtc.log, prog, uintptr(unsafe.Pointer(unsafe.SliceData(buf))))) == nil {
+				log = goString(buf)
+			}
+		}
+		return nil, &CompileError{Name: name, Err: cerr, Log: log}
+	}
+	var n uint64
+	if err := nvrtcCheck("nvrtcGetCUBINSize", ccall(nvrtc.cubinSize, prog, uintptr(unsafe.Pointer(&n)))); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("cuda: compiling %s: NVRTC produced no cubin (is --gpu-architecture a real sm_XX?)", name)
+	}
+	out := make([]byte, n)
+	if err := nvrtcCheck("nvrtcGetCUBIN", ccall(nvrtc.cubin, prog, uintptr(unsafe.Pointer(unsafe.SliceData(out))))); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

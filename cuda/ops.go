@@ -1,0 +1,111 @@
+package cuda
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/dgq-dev/dgq/codecs"
+)
+
+// Ops launches the shared kernels of this foundation on one device; it
+// compiles each kernel file at first use (through the disk cache).
+type Ops struct {
+	d    *Device
+	mu   sync.Mutex
+	mods map[string]*Module
+}
+
+// NewOps returns the kernel launcher of d.
+func NewOps(d *Device) *Ops { return &Ops{d: d, mods: map[string]*Module{}} }
+
+func (o *Ops) module(file string) (*Module, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if m, ok := o.mods[file]; ok {
+		return m, nil
+	}
+	m, err := o.d.CompileShared(file)
+	if err != nil {
+		return nil, err
+	}
+	o.mods[file] = m
+	return m, nil
+}
+
+// Close unloads the compiled modules.
+func (o *Ops) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var first error
+	for k, m := range o.mods {
+		if err := m.Close(); err != nil && first == nil {
+			first = err
+		}
+		delete(o.mods, k)
+	}
+	return first
+}
+
+// gridFor returns a 1-D grid of block-thread groups covering n items, capped
+// (the kernels stride over the rest).
+func (o *Ops) gridFor(n int64, block uint32) uint32 {
+	g := (n + int64(block) - 1) / int64(block)
+	if max := int64(o.d.sms) * 32; max > 0 && g > max {
+		g = max
+	}
+	if g < 1 {
+		g = 1
+	}
+	return uint32(g)
+}
+
+const normThreads = 256
+
+// RMSNorm queues y = RMSNorm(x)·w over rows of n f32 values; w may be 0 for
+// the unscaled form.
+func (o *Ops) RMSNorm(y, x, w Ptr, rows, n int, eps float32) error {
+	if rows <= 0 || n <= 0 {
+		return fmt.Errorf("cuda: RMSNorm of %d×%d", rows, n)
+	}
+	m, err := o.module("rmsnorm.kern")
+	if err != nil {
+		return err
+	}
+	grid, block := [3]uint32{uint32(rows), 1, 1}, [3]uint32{normThreads, 1, 1}
+	if w == 0 {
+		return m.Launch("rmsnorm_unscaled_f32", grid, block, 0, x, y, uint32(n), eps)
+	}
+	return m.Launch("rmsnorm_f32", grid, block, 0, x, w, y, uint32(n), eps)
+}
+
+// DequantQ4 queues the decoding of a whole q4 tensor of geometry mtx (dtype
+// dt, whose planes fix the offsets), resident at enc, into rows·K f32 values
+// at out.
+func (o *Ops) DequantQ4(out, enc Ptr, dt codecs.DType, mtx codecs.Matrix) error {
+	planes, err := codecs.Q4.Planes(dt, mtx)
+	if err != nil {
+		return err
+	}
+	if len(planes) != 3 || mtx.Rows > 1<<31 || mtx.K > 1<<31 {
+		return fmt.Errorf("cuda: q4 tensor %d×%d not supported", mtx.Rows, mtx.K)
+	}
+	m, err := o.module("dequant.kern")
+	if err != nil {
+		return err
+	}
+	const block = 256
+	grid := o.gridFor(mtx.Rows*mtx.K/2, block)
+	return m.Launch("dequant_q4_f32", [3]uint32{grid, 1, 1}, [3]uint32{block, 1, 1}, 0,
+		enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), enc.Add(planes[2].Offset), out,
+		uint32(mtx.Rows), uint32(mtx.K))
+}
+
+// WidenBF16 queues dst[i] = f32(src[i]) for n bf16 values.
+func (o *Ops) WidenBF16(dst, src Ptr, n int64) error {
+	m, err := o.module("dequant.kern")
+	if err != nil {
+		return err
+	}
+	const block = 256
+	return m.Launch("widen_bf16_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, src, dst, uint64(n))
+}
