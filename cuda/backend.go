@@ -1,0 +1,279 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/runtime"
+)
+
+// Backend returns a runtime.Backend on dev: f32 buffers in device memory,
+// the shared-dialect kernels (Ops) and cuBLAS, all queued on dev's stream.
+//
+// Weights: q4 tensors and raw bf16 tensors stay on the device in their
+// stored bytes and are decoded there (DequantQ4, WidenBF16); every other
+// format (q8, q5, q6, nvfp4, raw f16/f32) is decoded on the host with
+// codecs.DecodeRows at upload and kept as f32 (Caps.Resident lists the
+// first kind). MatMulNT decodes a resident weight into a scratch buffer and
+// runs an f32 cuBLAS GEMM (MatMulNT); a fused dequantize-GEMM is later work.
+//
+// The backend does not own dev: Close releases its modules and scratch, not
+// the device.
+func Backend(dev *Device) runtime.Backend {
+	return &backend{d: dev, ops: NewOps(dev)}
+}
+
+type backend struct {
+	d       *Device
+	ops     *Ops
+	scratch *Buffer // f32 staging of a decoded weight for MatMulNT
+}
+
+type cudaBuf struct {
+	be *backend
+	b  *Buffer
+	n  int
+}
+
+func (b *cudaBuf) Len() int { return b.n }
+func (b *cudaBuf) Free() error {
+	if b.b == nil {
+		return nil
+	}
+	err := b.b.Free()
+	b.b = nil
+	return err
+}
+
+// cudaWeight is a weight on the device: its stored bytes (resident) or its
+// host-decoded f32 values.
+type cudaWeight struct {
+	be   *backend
+	f    codecs.Format
+	dt   codecs.DType
+	geom codecs.Matrix
+	b    *Buffer
+	f32  bool // b holds Rows·K f32 values
+}
+
+func (w *cudaWeight) Rows() int             { return int(w.geom.Rows) }
+func (w *cudaWeight) Cols() int             { return int(w.geom.K) }
+func (w *cudaWeight) Format() codecs.Format { return w.f }
+func (w *cudaWeight) DType() codecs.DType   { return w.dt }
+func (w *cudaWeight) Free() error {
+	if w.b == nil {
+		return nil
+	}
+	err := w.b.Free()
+	w.b = nil
+	return err
+}
+
+func (c *backend) Name() string { return "cuda" }
+
+func (c *backend) Caps() runtime.Caps {
+	return runtime.Caps{Device: c.d.Name(), Memory: c.d.TotalMemory(), Formats: codecs.Formats(),
+		Resident: []codecs.Format{codecs.Raw, codecs.Q4}}
+}
+
+func (c *backend) Alloc(n int) (runtime.Buf, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("cuda: Alloc of %d values", n)
+	}
+	b, err := c.d.Alloc(4 * int64(n))
+	if err != nil {
+		return nil, err
+	}
+	return &cudaBuf{be: c, b: b, n: n}, nil
+}
+
+func (c *backend) buf(b runtime.Buf) (*cudaBuf, error) {
+	cb, ok := b.(*cudaBuf)
+	if !ok || cb == nil || cb.be != c {
+		return nil, fmt.Errorf("cuda: buffer %T is not of this backend", b)
+	}
+	if cb.b == nil {
+		return nil, fmt.Errorf("cuda: buffer freed")
+	}
+	return cb, nil
+}
+
+func (c *backend) weight(w runtime.Weight) (*cudaWeight, error) {
+	cw, ok := w.(*cudaWeight)
+	if !ok || cw == nil || cw.be != c {
+		return nil, fmt.Errorf("cuda: weight %T is not of this backend", w)
+	}
+	if cw.b == nil {
+		return nil, fmt.Errorf("cuda: weight freed")
+	}
+	return cw, nil
+}
+
+func (c *backend) Upload(dst runtime.Buf, src []float32) error {
+	d, err := c.buf(dst)
+	if err != nil {
+		return err
+	}
+	if len(src) > d.n {
+		return fmt.Errorf("cuda: Upload of %d values into %d", len(src), d.n)
+	}
+	return d.b.Upload(Bytes(src))
+}
+
+func (c *backend) Download(src runtime.Buf, dst []float32) error {
+	s, err := c.buf(src)
+	if err != nil {
+		return err
+	}
+	if len(dst) > s.n {
+		return fmt.Errorf("cuda: Download of %d values from %d", len(dst), s.n)
+	}
+	return s.b.Download(Bytes(dst))
+}
+
+func (c *backend) UploadWeight(t runtime.TensorData) (runtime.Weight, error) {
+	g, err := t.Matrix()
+	if err != nil {
+		return nil, err
+	}
+	w := &cudaWeight{be: c, f: t.Format, dt: t.DType, geom: g}
+	var host []byte
+	if t.Format == codecs.Q4 || (t.Format == codecs.Raw && t.DType == codecs.BF16) {
+		host = t.Bytes
+	} else {
+		v := make([]float32, g.Elements())
+		if err := codecs.DecodeRows(t.Format, t.DType, g, t.Bytes, 0, g.Rows, v); err != nil {
+			return nil, fmt.Errorf("cuda: tensor %q: %w", t.Name, err)
+		}
+		host, w.f32 = Bytes(v), true
+	}
+	// Allocations of 0 bytes fail: keep at least one value.
+	if w.b, err = c.d.Alloc(max(int64(len(host)), 4)); err != nil {
+		return nil, err
+	}
+	if err := w.b.Upload(host); err != nil {
+		w.b.Free()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (c *backend) Sync() error { return c.d.Sync() }
+
+func (c *backend) Close() error {
+	var first error
+	if c.scratch != nil {
+		first = c.scratch.Free()
+		c.scratch = nil
+	}
+	if err := c.ops.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+func (c *backend) RMSNorm(y, x, w runtime.Buf, rows, n int, eps float32) error {
+	if err := runtime.CheckRMSNorm(y, x, w, rows, n); err != nil {
+		return err
+	}
+	yb, err := c.buf(y)
+	if err != nil {
+		return err
+	}
+	xb, err := c.buf(x)
+	if err != nil {
+		return err
+	}
+	var wp Ptr
+	if w != nil {
+		wb, err := c.buf(w)
+		if err != nil {
+			return err
+		}
+		wp = wb.b.Ptr()
+	}
+	return c.ops.RMSNorm(yb.b.Ptr(), xb.b.Ptr(), wp, rows, n, eps)
+}
+
+// dequant queues the decoding of w into out (Rows·K f32 values).
+func (c *backend) dequant(out Ptr, w *cudaWeight) error {
+	switch {
+	case w.geom.Elements() == 0:
+		return nil
+	case w.f32:
+		return c.copyF32(out, w.b.Ptr(), w.geom.Elements())
+	case w.f == codecs.Q4:
+		return c.ops.DequantQ4(out, w.b.Ptr(), w.dt, w.geom)
+	default: // raw bf16
+		return c.ops.WidenBF16(out, w.b.Ptr(), w.geom.Elements())
+	}
+}
+
+// copyF32 queues a device-to-device copy of n f32 values.
+func (c *backend) copyF32(dst, src Ptr, n int64) error {
+	d := &Buffer{d: c.d, ptr: dst, size: 4 * n}
+	s := &Buffer{d: c.d, ptr: src, size: 4 * n}
+	return d.CopyFrom(0, s, 0, 4*n)
+}
+
+func (c *backend) Dequant(out runtime.Buf, w runtime.Weight) error {
+	if err := runtime.CheckDequant(out, w); err != nil {
+		return err
+	}
+	ob, err := c.buf(out)
+	if err != nil {
+		return err
+	}
+	cw, err := c.weight(w)
+	if err != nil {
+		return err
+	}
+	return c.dequant(ob.b.Ptr(), cw)
+}
+
+func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
+	if err := runtime.CheckMatMulNT(cb, a, w, m); err != nil {
+		return err
+	}
+	co, err := c.buf(cb)
+	if err != nil {
+		return err
+	}
+	ab, err := c.buf(a)
+	if err != nil {
+		return err
+	}
+	cw, err := c.weight(w)
+	if err != nil {
+		return err
+	}
+	n, k := cw.Rows(), cw.Cols()
+	if m == 0 || n == 0 {
+		return nil
+	}
+	if k == 0 {
+		return c.d.do(func() error {
+			return check("cuMemsetD8Async", ccall(drv.cuMemsetD8Async, uintptr(co.b.Ptr()), 0, uintptr(4*m*n), c.d.stream))
+		})
+	}
+	wp := cw.b.Ptr()
+	if !cw.f32 {
+		need := 4 * cw.geom.Elements()
+		if c.scratch == nil || c.scratch.Size() < need {
+			if c.scratch != nil {
+				if err := c.scratch.Free(); err != nil {
+					return err
+				}
+				c.scratch = nil
+			}
+			if c.scratch, err = c.d.Alloc(need); err != nil {
+				return err
+			}
+		}
+		if err := c.dequant(c.scratch.Ptr(), cw); err != nil {
+			return err
+		}
+		wp = c.scratch.Ptr()
+	}
+	return c.d.MatMulNT(co.b.Ptr(), ab.b.Ptr(), wp, m, n, k)
+}

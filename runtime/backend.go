@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"fmt"
+
+	"github.com/dgq-dev/dgq/codecs"
+)
+
+// Backend is where the runtime's arithmetic runs: the CPU reference
+// (CPUBackend) or an accelerator (cuda.Backend). It owns device buffers of
+// float32 values, uploads of stored tensors from the mapped pack, a kernel
+// set, and synchronization.
+//
+// # Ordering
+//
+// Ops are queued in call order on one stream: an op sees the results of
+// every op called before it. Download waits for the work queued before it;
+// Sync waits for everything. An error from an op may also report a failure
+// of earlier queued work. A Backend, its Bufs and its Weights are not safe
+// for concurrent use.
+//
+// # Shapes
+//
+// Matrices are row-major. Buffers are addressed from their start; an op
+// reads or writes the first values its shape covers and leaves the rest of
+// a larger buffer alone. An op given a Buf or Weight of another backend, a
+// freed one, or one too small for its shape returns an error and writes
+// nothing.
+//
+// # Tolerances
+//
+// Results are compared with the CPU backend by the conformance suite
+// (runtime/backendtest), with bounds scaled to float32:
+//
+//   - Upload, Download and Dequant: bit-exact (NaNs may differ in payload).
+//   - RMSNorm: |y − ref| ≤ 2e-6·|ref| per value (f32 sums of the squares in
+//     any order; the reference sums them in float64).
+//   - MatMulNT: |c − ref| ≤ 1e-5·Σ_k |a[k]·w[k]| per value (f32 accumulation
+//     in any order; the reference accumulates in float64).
+//
+// # Growth
+//
+// Later ops (RoPE, attention, router, sampler) are added as methods here,
+// each with its contract and a conformance test; every backend in this
+// repository implements them in the same change. Code outside the
+// repository should not implement Backend.
+type Backend interface {
+	// Name is a short identifier: "cpu", "cuda".
+	Name() string
+	// Caps describes the device and what the backend keeps on it.
+	Caps() Caps
+
+	// Alloc returns a buffer of n float32 values (n ≥ 1), contents
+	// undefined.
+	Alloc(n int) (Buf, error)
+	// Upload copies src to the start of dst (len(src) ≤ dst.Len()).
+	Upload(dst Buf, src []float32) error
+	// Download copies the first len(dst) values of src into dst
+	// (len(dst) ≤ src.Len()) once the work queued before it is done.
+	Download(src Buf, dst []float32) error
+	// UploadWeight makes a stored tensor of any format and dtype resident,
+	// seen as a [Rows, K] matrix (TensorData.Matrix). t.Bytes may be a
+	// slice of the mapped pack: the backend does not keep it past the call
+	// unless Caps says the backend is the host (the CPU backend reads the
+	// mapping in place, so the pack must stay open).
+	UploadWeight(t TensorData) (Weight, error)
+
+	// Sync waits for all queued work and returns its first error.
+	Sync() error
+	// Close releases the backend's own resources (not the Bufs and Weights
+	// it returned: free those first). It does not close a device it was
+	// given.
+	Close() error
+
+	// RMSNorm writes y[r] = RMSNorm(x[r])·w for rows r < rows of n values
+	// (MODEL_SPEC §3.1.1: m = mean(x²) + eps, y = x·(1/√m)·w, the scale is
+	// w, not 1 + w). w holds n values, or is nil for the unscaled form.
+	// y may be x.
+	RMSNorm(y, x, w Buf, rows, n int, eps float32) error
+	// Dequant writes the whole weight as float32 ([Rows][K], Rows·K values)
+	// to out, exactly as codecs.DecodeRows decodes it.
+	Dequant(out Buf, w Weight) error
+	// MatMulNT writes c = a·wᵀ: a is [m][K], w a weight [N][K] in any
+	// format, c is [m][N] (PyTorch's linear layer x·Wᵀ). m = 0 does
+	// nothing. c must not be a.
+	MatMulNT(c, a Buf, w Weight, m int) error
+}
+
+// Caps describes a backend.
+type Caps struct {
+	// Device names the hardware: "host" for the CPU backend, the GPU's name
+	// otherwise.
+	Device string
+	// Host reports that buffers and weights live in host memory (the CPU
+	// backend): UploadWeight keeps a reference to the tensor's bytes.
+	Host bool
+	// Memory is the device's memory in bytes (0: host memory).
+	Memory uint64
+	// Formats lists the stored formats UploadWeight accepts.
+	Formats []codecs.Format
+	// Resident lists the formats kept on the device in their stored bytes
+	// (and decoded there); a weight of another accepted format is decoded
+	// on the host at upload and kept as float32.
+	Resident []codecs.Format
+}
+
+// Buf is a backend's buffer of float32 values.
+type Buf interface {
+	// Len is the buffer's size in float32 values.
+	Len() int
+	// Free releases it (after the work queued on it); it may be called
+	// more than once.
+	Free() error
+}
+
+// Weight is a stored tensor resident on a backend, seen as a [Rows, K]
+// matrix.
+type Weight interface {
+	Rows() int
+	Cols() int
+	Format() codecs.Format
+	DType() codecs.DType
+	// Free releases it (after the work queued on it); it may be called
+	// more than once.
+	Free() error
+}
+
+// Matrix checks that t's bytes decode as its format, dtype and shape say and
+// returns its geometry as a [Rows, K] matrix (leading dimensions flattened
+// into Rows).
+func (t TensorData) Matrix() (codecs.Matrix, error) {
+	w, err := newMatrix(t)
+	if err != nil {
+		return codecs.Matrix{}, fmt.Errorf("runtime: tensor %q: %w", t.Name, err)
+	}
+	return w.geom, nil
+}
+
+// CheckRMSNorm validates RMSNorm's shapes for any backend: x and y hold
+// rows·n values, w (when not nil) n.
+func CheckRMSNorm(y, x, w Buf, rows, n int) error {
+	if rows <= 0 || n <= 0 {
+		return fmt.Errorf("runtime: RMSNorm of %d×%d", rows, n)
+	}
+	if y == nil || x == nil {
+		return fmt.Errorf("runtime: RMSNorm: nil buffer")
+	}
+	if x.Len()/n < rows || y.Len()/n < rows {
+		return fmt.Errorf("runtime: RMSNorm of %d×%d: x holds %d values, y %d", rows, n, x.Len(), y.Len())
+	}
+	if w != nil && w.Len() < n {
+		return fmt.Errorf("runtime: RMSNorm of width %d: w holds %d values", n, w.Len())
+	}
+	return nil
+}
+
+// CheckMatMulNT validates MatMulNT's shapes for any backend.
+func CheckMatMulNT(c, a Buf, w Weight, m int) error {
+	if c == nil || a == nil || w == nil {
+		return fmt.Errorf("runtime: MatMulNT: nil operand")
+	}
+	if m < 0 {
+		return fmt.Errorf("runtime: MatMulNT of %d rows", m)
+	}
+	if c == a {
+		return fmt.Errorf("runtime: MatMulNT: c is a")
+	}
+	n, k := w.Rows(), w.Cols()
+	if (k > 0 && a.Len()/k < m) || (n > 0 && c.Len()/n < m) {
+		return fmt.Errorf("runtime: MatMulNT of %d×%d·(%d×%d)ᵀ: a holds %d values, c %d", m, k, n, k, a.Len(), c.Len())
+	}
+	return nil
+}
+
+// CheckDequant validates Dequant's shapes for any backend.
+func CheckDequant(out Buf, w Weight) error {
+	if out == nil || w == nil {
+		return fmt.Errorf("runtime: Dequant: nil operand")
+	}
+	if w.Cols() > 0 && out.Len()/w.Cols() < w.Rows() {
+		return fmt.Errorf("runtime: Dequant of %d×%d into %d values", w.Rows(), w.Cols(), out.Len())
+	}
+	return nil
+}

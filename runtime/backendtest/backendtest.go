@@ -1,0 +1,406 @@
+// Package backendtest is the conformance suite of runtime.Backend: it runs
+// every op of a backend on random inputs, at the real model's widths (2816,
+// 704, 2112) and small odd ones, and compares the results with the CPU
+// reference backend under the tolerances documented on runtime.Backend:
+//
+//   - Upload/Download round trips and Dequant: bit-exact.
+//   - RMSNorm: |y − ref| ≤ RMSNormRel·|ref|.
+//   - MatMulNT: |c − ref| ≤ MatMulRel·Σ_k |a[k]·w[k]|, for weights in every
+//     format (raw bf16 and f32, q8, q4, q5, q6, nvfp4) encoded from random
+//     bf16 values with codecs.NewEncoder.
+//
+// Every GPU backend must pass Run; the CPU backend passes it trivially.
+package backendtest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/runtime"
+)
+
+// Tolerances (see runtime.Backend).
+const (
+	// RMSNormRel bounds the relative error of each RMSNorm output: f32
+	// sums of up to a few thousand squares in any order stay within ~1e-6
+	// of the float64 sum, and 1/√m halves that.
+	RMSNormRel = 2e-6
+	// MatMulRel bounds each MatMulNT output's error relative to Σ|a·w|:
+	// f32 accumulation (blocked or tree) over K ≤ 4096.
+	MatMulRel = 1e-5
+)
+
+// Weight shapes [N, K]: the real model's projections and small odd ones.
+var weightShapes = [][2]int{
+	{5, 64}, {37, 96}, {3, 33}, {1, 1}, {17, 160},
+	{704, 2816}, {2816, 704}, {2112, 2816},
+}
+
+// RMSNorm shapes [rows, n].
+var normShapes = [][2]int{{1, 1}, {2, 7}, {3, 33}, {5, 64}, {1, 2816}, {3, 704}, {4, 2112}, {2, 4096}}
+
+// formats are the weight encodings tried: format and source dtype.
+var formats = []struct {
+	f  codecs.Format
+	dt codecs.DType
+}{
+	{codecs.Raw, codecs.BF16}, {codecs.Raw, codecs.F32}, {codecs.Q8, codecs.BF16},
+	{codecs.Q4, codecs.BF16}, {codecs.Q5, codecs.BF16}, {codecs.Q6, codecs.BF16},
+	{codecs.NVFP4, codecs.BF16},
+}
+
+// Run runs the conformance suite on b.
+func Run(t *testing.T, b runtime.Backend) {
+	ref := runtime.CPUBackend()
+	defer ref.Close()
+	t.Run("Buffers", func(t *testing.T) { testBuffers(t, b) })
+	t.Run("RMSNorm", func(t *testing.T) { testRMSNorm(t, b, ref) })
+	t.Run("Dequant", func(t *testing.T) { testWeights(t, b, ref, false) })
+	t.Run("MatMulNT", func(t *testing.T) { testWeights(t, b, ref, true) })
+	t.Run("Errors", func(t *testing.T) { testErrors(t, b) })
+	if err := b.Sync(); err != nil {
+		t.Errorf("Sync: %v", err)
+	}
+}
+
+func randVec(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+func same(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+}
+
+// mustBuf allocates n values and uploads v (when not nil).
+func mustBuf(t *testing.T, b runtime.Backend, n int, v []float32) runtime.Buf {
+	t.Helper()
+	buf, err := b.Alloc(n)
+	if err != nil {
+		t.Fatalf("%s: Alloc(%d): %v", b.Name(), n, err)
+	}
+	t.Cleanup(func() { buf.Free() })
+	if v != nil {
+		if err := b.Upload(buf, v); err != nil {
+			t.Fatalf("%s: Upload of %d: %v", b.Name(), len(v), err)
+		}
+	}
+	return buf
+}
+
+func download(t *testing.T, b runtime.Backend, buf runtime.Buf, n int) []float32 {
+	t.Helper()
+	out := make([]float32, n)
+	if err := b.Download(buf, out); err != nil {
+		t.Fatalf("%s: Download of %d: %v", b.Name(), n, err)
+	}
+	return out
+}
+
+func testBuffers(t *testing.T, b runtime.Backend) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 3, 1000, 2816 * 3} {
+		v := randVec(rng, n)
+		v[0] = float32(math.Inf(-1))
+		if n > 2 {
+			v[1], v[2] = float32(math.NaN()), math.Float32frombits(1) // NaN, denormal
+		}
+		buf := mustBuf(t, b, n+5, v)
+		if buf.Len() != n+5 {
+			t.Errorf("Len = %d, want %d", buf.Len(), n+5)
+		}
+		got := download(t, b, buf, n)
+		for i := range v {
+			if !same(got[i], v[i]) {
+				t.Fatalf("n=%d: [%d] = %g after a round trip, want %g", n, i, got[i], v[i])
+			}
+		}
+		// A partial upload leaves the rest alone.
+		if err := b.Upload(buf, []float32{7}); err != nil {
+			t.Fatal(err)
+		}
+		got = download(t, b, buf, min(n, 2))
+		if got[0] != 7 || (n > 1 && !same(got[1], v[1])) {
+			t.Errorf("n=%d: after a partial upload: %v", n, got)
+		}
+	}
+}
+
+func testRMSNorm(t *testing.T, b, ref runtime.Backend) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, sh := range normShapes {
+		rows, n := sh[0], sh[1]
+		for _, scaled := range []bool{true, false} {
+			for _, inPlace := range []bool{false, true} {
+				name := fmt.Sprintf("%dx%d/scaled=%v/inplace=%v", rows, n, scaled, inPlace)
+				x := randVec(rng, rows*n)
+				for i := range x { // a spread of magnitudes
+					x[i] *= float32(math.Exp(rng.NormFloat64() * 2))
+				}
+				var w []float32
+				if scaled {
+					w = randVec(rng, n)
+				}
+				const eps = 1e-6
+				want := rmsNormOn(t, ref, x, w, rows, n, eps, false)
+				got := rmsNormOn(t, b, x, w, rows, n, eps, inPlace)
+				var worst float64
+				for i := range want {
+					e := math.Abs(float64(got[i]) - float64(want[i]))
+					rel := e / math.Max(math.Abs(float64(want[i])), 1e-30)
+					worst = max(worst, rel)
+					if e > RMSNormRel*math.Abs(float64(want[i])) {
+						t.Fatalf("%s: [%d] = %g, want %g (rel %.3g > %g)", name, i, got[i], want[i], rel, RMSNormRel)
+					}
+				}
+				if n >= 704 && !inPlace {
+					t.Logf("%s: max rel error %.3g", name, worst)
+				}
+			}
+		}
+	}
+}
+
+func rmsNormOn(t *testing.T, b runtime.Backend, x, w []float32, rows, n int, eps float32, inPlace bool) []float32 {
+	t.Helper()
+	xb := mustBuf(t, b, rows*n, x)
+	yb := xb
+	if !inPlace {
+		yb = mustBuf(t, b, rows*n+3, nil)
+	}
+	var wb runtime.Buf
+	if w != nil {
+		wb = mustBuf(t, b, n, w)
+	}
+	if err := b.RMSNorm(yb, xb, wb, rows, n, eps); err != nil {
+		t.Fatalf("%s: RMSNorm %dx%d: %v", b.Name(), rows, n, err)
+	}
+	return download(t, b, yb, rows*n)
+}
+
+// Encode encodes a [rows, k] tensor of src values (rounded to dt first) in
+// format f, as a pack stores it.
+func Encode(f codecs.Format, dt codecs.DType, rows, k int, src []float32) (runtime.TensorData, error) {
+	m := codecs.Matrix{Rows: int64(rows), K: int64(k)}
+	e, err := codecs.NewEncoder(f, dt, m)
+	if err != nil {
+		return runtime.TensorData{}, err
+	}
+	raw := make([]byte, len(src)*dt.Size())
+	for i, v := range src {
+		switch dt {
+		case codecs.BF16:
+			u := math.Float32bits(v)
+			u += 0x7fff + (u>>16)&1 // round to nearest even (finite inputs)
+			raw[2*i], raw[2*i+1] = byte(u>>16), byte(u>>24)
+		case codecs.F32:
+			u := math.Float32bits(v)
+			raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+		default:
+			return runtime.TensorData{}, fmt.Errorf("backendtest: source dtype %s", dt)
+		}
+	}
+	if e.NeedsScan() {
+		amax, err := e.ScanRows(raw)
+		if err != nil {
+			return runtime.TensorData{}, err
+		}
+		e.SetAmax(amax)
+	}
+	size, err := f.EncodedSize(dt, m)
+	if err != nil {
+		return runtime.TensorData{}, err
+	}
+	enc := make([]byte, size)
+	planes := e.Planes()
+	dst := make([][]byte, len(planes))
+	for i, p := range planes {
+		dst[i] = enc[p.Offset : p.Offset+p.Size]
+		if p.RowBytes == 0 {
+			copy(dst[i], e.TensorPlane(i))
+		}
+	}
+	if _, err := e.EncodeRows(dst, raw, 0, int64(rows)); err != nil {
+		return runtime.TensorData{}, err
+	}
+	return runtime.TensorData{Name: fmt.Sprintf("%s-%s-%dx%d", f, dt, rows, k), Format: f, DType: dt,
+		Shape: []int64{int64(rows), int64(k)}, Bytes: enc}, nil
+}
+
+func testWeights(t *testing.T, b, ref runtime.Backend, matmul bool) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tried := map[codecs.Format]bool{}
+	for _, sh := range weightShapes {
+		n, k := sh[0], sh[1]
+		for _, fd := range formats {
+			if _, err := fd.f.Planes(fd.dt, codecs.Matrix{Rows: int64(n), K: int64(k)}); err != nil {
+				continue // K not a multiple of the format's group
+			}
+			big := n*k > 1<<20
+			if big && fd.dt == codecs.F32 {
+				continue
+			}
+			name := fmt.Sprintf("%s-%s/%dx%d", fd.f, fd.dt, n, k)
+			td, err := Encode(fd.f, fd.dt, n, k, randVec(rng, n*k))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			tried[fd.f] = true
+			wr, err := ref.UploadWeight(td)
+			if err != nil {
+				t.Fatalf("%s: cpu UploadWeight: %v", name, err)
+			}
+			wb, err := b.UploadWeight(td)
+			if err != nil {
+				t.Fatalf("%s: UploadWeight: %v", name, err)
+			}
+			if wb.Rows() != n || wb.Cols() != k || wb.Format() != fd.f || wb.DType() != fd.dt {
+				t.Errorf("%s: weight is %d×%d %s %s", name, wb.Rows(), wb.Cols(), wb.Format(), wb.DType())
+			}
+			if matmul {
+				ms := []int{1, 3, 7}
+				if big {
+					ms = []int{1, 5}
+				}
+				for _, m := range ms {
+					checkMatMul(t, b, ref, wb, wr, name, m, n, k, rng)
+				}
+			} else {
+				checkDequant(t, b, ref, wb, wr, name, n, k)
+			}
+			if err := wb.Free(); err != nil {
+				t.Errorf("%s: Free: %v", name, err)
+			}
+		}
+	}
+	for _, fd := range formats {
+		if !tried[fd.f] {
+			t.Errorf("format %s was not exercised", fd.f)
+		}
+	}
+}
+
+func checkDequant(t *testing.T, b, ref runtime.Backend, wb, wr runtime.Weight, name string, n, k int) {
+	t.Helper()
+	want := make([]float32, n*k)
+	ob := mustBuf(t, ref, n*k, nil)
+	if err := ref.Dequant(ob, wr); err != nil {
+		t.Fatalf("%s: cpu Dequant: %v", name, err)
+	}
+	if err := ref.Download(ob, want); err != nil {
+		t.Fatal(err)
+	}
+	gb := mustBuf(t, b, n*k+1, nil)
+	if err := b.Dequant(gb, wb); err != nil {
+		t.Fatalf("%s: Dequant: %v", name, err)
+	}
+	got := download(t, b, gb, n*k)
+	for i := range want {
+		if !same(got[i], want[i]) {
+			t.Fatalf("%s: [%d] = %g (%#08x), want %g (%#08x)", name, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+	gb.Free()
+	ob.Free()
+}
+
+func checkMatMul(t *testing.T, b, ref runtime.Backend, wb, wr runtime.Weight, name string, m, n, k int, rng *rand.Rand) {
+	t.Helper()
+	a := randVec(rng, m*k)
+	run := func(be runtime.Backend, w runtime.Weight) []float32 {
+		ab := mustBuf(t, be, m*k, a)
+		cb := mustBuf(t, be, m*n+2, nil)
+		if err := be.MatMulNT(cb, ab, w, m); err != nil {
+			t.Fatalf("%s m=%d: %s MatMulNT: %v", name, m, be.Name(), err)
+		}
+		out := download(t, be, cb, m*n)
+		ab.Free()
+		cb.Free()
+		return out
+	}
+	want, got := run(ref, wr), run(b, wb)
+	// Σ|a·w| per output, from the reference's own decoding.
+	wf := make([]float32, n*k)
+	db := mustBuf(t, ref, n*k, nil)
+	if err := ref.Dequant(db, wr); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Download(db, wf); err != nil {
+		t.Fatal(err)
+	}
+	db.Free()
+	var worst float64
+	for i := range m {
+		for o := range n {
+			var mag float64
+			for j := range k {
+				mag += math.Abs(float64(a[i*k+j]) * float64(wf[o*k+j]))
+			}
+			g, w := float64(got[i*n+o]), float64(want[i*n+o])
+			e := math.Abs(g - w)
+			if mag > 0 {
+				worst = max(worst, e/mag)
+			}
+			if !(e <= MatMulRel*mag) {
+				t.Fatalf("%s m=%d: c[%d][%d] = %g, want %g (error %.3g, Σ|a·w| %.3g)", name, m, i, o, g, w, e, mag)
+			}
+		}
+	}
+	if n*k > 1<<16 {
+		t.Logf("%s m=%d: max error/Σ|a·w| %.3g", name, m, worst)
+	}
+}
+
+func testErrors(t *testing.T, b runtime.Backend) {
+	if _, err := b.Alloc(0); err == nil {
+		t.Error("Alloc(0) succeeded")
+	}
+	x := mustBuf(t, b, 8, make([]float32, 8))
+	y := mustBuf(t, b, 8, nil)
+	if err := b.Upload(x, make([]float32, 9)); err == nil {
+		t.Error("Upload past the end succeeded")
+	}
+	if err := b.Download(x, make([]float32, 9)); err == nil {
+		t.Error("Download past the end succeeded")
+	}
+	if err := b.RMSNorm(y, x, nil, 3, 3, 1e-6); err == nil {
+		t.Error("RMSNorm past the end succeeded")
+	}
+	w := mustBuf(t, b, 2, nil)
+	if err := b.RMSNorm(y, x, w, 2, 4, 1e-6); err == nil {
+		t.Error("RMSNorm with a short w succeeded")
+	}
+	td, err := Encode(codecs.Q4, codecs.BF16, 2, 32, make([]float32, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := td
+	bad.Bytes = bad.Bytes[:len(bad.Bytes)-1]
+	if _, err := b.UploadWeight(bad); err == nil {
+		t.Error("UploadWeight of a truncated tensor succeeded")
+	}
+	wt, err := b.UploadWeight(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wt.Free()
+	if err := b.MatMulNT(y, x, wt, 1); err == nil {
+		t.Error("MatMulNT with a short a succeeded")
+	}
+	if err := b.Dequant(y, wt); err == nil {
+		t.Error("Dequant into a short buffer succeeded")
+	}
+	if b.Name() != "cpu" {
+		other := runtime.CPUBackend()
+		ob, _ := other.Alloc(64)
+		if err := b.RMSNorm(y, ob, nil, 1, 8, 1e-6); err == nil {
+			t.Error("RMSNorm of another backend's buffer succeeded")
+		}
+	}
+}
