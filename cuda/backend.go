@@ -10,12 +10,14 @@ import (
 // Backend returns a runtime.Backend on dev: f32 buffers in device memory,
 // the shared-dialect kernels (Ops) and cuBLAS, all queued on dev's stream.
 //
-// Weights: q4 tensors and raw bf16 tensors stay on the device in their
-// stored bytes and are decoded there (DequantQ4, WidenBF16); every other
-// format (q8, q5, q6, nvfp4, raw f16/f32) is decoded on the host with
-// codecs.DecodeRows at upload and kept as f32 (Caps.Resident lists the
-// first kind). MatMulNT decodes a resident weight into a scratch buffer and
-// runs an f32 cuBLAS GEMM (MatMulNT); a fused dequantize-GEMM is later work.
+// Weights: raw bf16/f16/f32, q8, q4, q5 and q6 tensors stay on the device
+// in their stored bytes and are decoded there by the shared-dialect decoders
+// (Ops.Dequant, bit-exact with codecs.DecodeRows); nvfp4 is decoded on the
+// host with codecs.DecodeRows at upload and kept as f32 until its device
+// decoder has passed its tests (Caps.Resident lists the first kind).
+// MatMulNT decodes a weight into a scratch buffer (raw f32 is used in place)
+// and runs an f32 cuBLAS GEMM (MatMulNT); a fused dequantize-GEMM is later
+// work.
 //
 // The backend does not own dev: Close releases its modules and scratch, not
 // the device.
@@ -45,15 +47,15 @@ func (b *cudaBuf) Free() error {
 	return err
 }
 
-// cudaWeight is a weight on the device: its stored bytes (resident) or its
-// host-decoded f32 values.
+// cudaWeight is a weight on the device in its stored bytes (resident) or,
+// for a format without a device decoder, its host-decoded f32 values.
 type cudaWeight struct {
 	be   *backend
 	f    codecs.Format
 	dt   codecs.DType
 	geom codecs.Matrix
 	b    *Buffer
-	f32  bool // b holds Rows·K f32 values
+	f32  bool // b holds Rows·K f32 values (raw f32, or decoded on the host)
 }
 
 func (w *cudaWeight) Rows() int             { return int(w.geom.Rows) }
@@ -73,7 +75,7 @@ func (c *backend) Name() string { return "cuda" }
 
 func (c *backend) Caps() runtime.Caps {
 	return runtime.Caps{Device: c.d.Name(), Memory: c.d.TotalMemory(), Formats: codecs.Formats(),
-		Resident: []codecs.Format{codecs.Raw, codecs.Q4}}
+		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6}}
 }
 
 func (c *backend) Alloc(n int) (runtime.Buf, error) {
@@ -138,9 +140,12 @@ func (c *backend) UploadWeight(t runtime.TensorData) (runtime.Weight, error) {
 	}
 	w := &cudaWeight{be: c, f: t.Format, dt: t.DType, geom: g}
 	var host []byte
-	if t.Format == codecs.Q4 || (t.Format == codecs.Raw && t.DType == codecs.BF16) {
+	switch {
+	case t.Format == codecs.Raw && t.DType == codecs.F32:
+		host, w.f32 = t.Bytes, true // already f32 values (little-endian)
+	case CanDequant(t.Format, t.DType):
 		host = t.Bytes
-	} else {
+	default:
 		v := make([]float32, g.Elements())
 		if err := codecs.DecodeRows(t.Format, t.DType, g, t.Bytes, 0, g.Rows, v); err != nil {
 			return nil, fmt.Errorf("cuda: tensor %q: %w", t.Name, err)
@@ -202,10 +207,8 @@ func (c *backend) dequant(out Ptr, w *cudaWeight) error {
 		return nil
 	case w.f32:
 		return c.copyF32(out, w.b.Ptr(), w.geom.Elements())
-	case w.f == codecs.Q4:
-		return c.ops.DequantQ4(out, w.b.Ptr(), w.dt, w.geom)
-	default: // raw bf16
-		return c.ops.WidenBF16(out, w.b.Ptr(), w.geom.Elements())
+	default:
+		return c.ops.Dequant(out, w.b.Ptr(), w.f, w.dt, w.geom)
 	}
 }
 
