@@ -10,11 +10,11 @@ import (
 // Backend returns a runtime.Backend on dev: f32 buffers in device memory,
 // the shared-dialect kernels (Ops) and cuBLAS, all queued on dev's stream.
 //
-// Weights: raw bf16/f16/f32, q8, q4, q5 and q6 tensors stay on the device
-// in their stored bytes and are decoded there by the shared-dialect decoders
-// (Ops.Dequant, bit-exact with codecs.DecodeRows); nvfp4 is decoded on the
-// host with codecs.DecodeRows at upload and kept as f32 until its device
-// decoder has passed its tests (Caps.Resident lists the first kind).
+// Weights: raw bf16/f16/f32, q8, q4, q5, q6 and nvfp4 tensors stay on the
+// device in their stored bytes and are decoded there by the shared-dialect
+// decoders (Ops.Dequant, bit-exact with codecs.DecodeRows; Caps.Resident
+// lists them). A format without a device decoder would be decoded on the host
+// with codecs.DecodeRows at upload and kept as f32.
 // MatMulNT decodes a weight into a scratch buffer (raw f32 is used in place)
 // and runs an f32 cuBLAS GEMM (MatMulNT); a fused dequantize-GEMM is later
 // work.
@@ -75,7 +75,7 @@ func (c *backend) Name() string { return "cuda" }
 
 func (c *backend) Caps() runtime.Caps {
 	return runtime.Caps{Device: c.d.Name(), Memory: c.d.TotalMemory(), Formats: codecs.Formats(),
-		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6}}
+		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4}}
 }
 
 func (c *backend) Alloc(n int) (runtime.Buf, error) {

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -37,6 +38,18 @@ func encodeFormat(t *testing.T, rng *rand.Rand, f codecs.Format, m codecs.Matrix
 	dst := make([][]byte, len(planes))
 	for i, p := range planes {
 		dst[i] = enc[p.Offset : p.Offset+p.Size]
+	}
+	if e.NeedsScan() { // nvfp4: the tensor amax fixes scale_2
+		amax, err := e.ScanRows(Bytes(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetAmax(amax)
+		for i, p := range planes {
+			if p.RowBytes == 0 {
+				copy(dst[i], e.TensorPlane(i))
+			}
+		}
 	}
 	if _, err := e.EncodeRows(dst, Bytes(src), 0, m.Rows); err != nil {
 		t.Fatal(err)
@@ -138,6 +151,59 @@ func TestDequantFormats(t *testing.T) {
 				}
 			}
 			checkDequant(t, d, ops, f, codecs.F32, m, enc, "random bytes", false)
+		}
+	}
+}
+
+// specialScale2 are nvfp4 scale_2 (f32) values: NaN (quiet, signalling,
+// negative), ±Inf, ±0, subnormals, huge, normal.
+var specialScale2 = []uint32{0x7fc00000, 0x7f800001, 0xffc00001, 0x7f800000, 0xff800000, 0, 0x80000000,
+	0x00000001, 0x807fffff, 0x00400000, 0x7f7fffff, 0xff7fffff, 0x7e800000, 0x00800000, 0x3f800000, 0x3b800000}
+
+// TestDequantNVFP4 checks the nvfp4 device decoder bit-exactly against
+// codecs.DecodeRows (NaN matching NaN): encoder output (ScanRows/SetAmax),
+// random bytes (random scale_2 too), and every one of the 256 E4M3 block-scale
+// codes times every E2M1 code under special scale_2 values.
+func TestDequantNVFP4(t *testing.T) {
+	d, ops := device(t)
+	rng := rand.New(rand.NewPCG(15, 16))
+	f := codecs.NVFP4
+	shapes := []codecs.Matrix{{Rows: 1, K: 16}, {Rows: 3, K: 32}, {Rows: 5, K: 48}, {Rows: 7, K: 160},
+		{Rows: 9, K: 16}, {Rows: 17, K: 2816}, {Rows: 33, K: 4096}, {Rows: 1001, K: 704}, {Rows: 2, K: 0}}
+	for _, m := range shapes {
+		if m.K > 0 {
+			checkDequant(t, d, ops, f, codecs.F32, m, encodeFormat(t, rng, f, m), "encoded", false)
+		}
+		size, err := f.EncodedSize(codecs.F32, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDequant(t, d, ops, f, codecs.F32, m, randomBytes(rng, size), "random bytes", false)
+	}
+	// Every E4M3 scale code (block b of the tensor gets code b mod 256),
+	// every E2M1 nibble in each block, then random codes; under each special
+	// scale_2.
+	for _, m := range []codecs.Matrix{{Rows: 16, K: 256}, {Rows: 17, K: 272}} {
+		size, err := f.EncodedSize(codecs.F32, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, sp, gp := planeOf(t, f, m, "codes"), planeOf(t, f, m, "scales"), planeOf(t, f, m, "global")
+		for _, s2 := range specialScale2 {
+			for _, codes := range []string{"every code", "random codes"} {
+				enc := randomBytes(rng, size)
+				for b := int64(0); b < sp.Size; b++ {
+					enc[sp.Offset+b] = byte(b)
+				}
+				if codes == "every code" {
+					for i := int64(0); i < cp.Size; i++ {
+						j := byte(i % 8)
+						enc[cp.Offset+i] = (2*j+1)<<4 | 2*j
+					}
+				}
+				binary.LittleEndian.PutUint32(enc[gp.Offset:], s2)
+				checkDequant(t, d, ops, f, codecs.F32, m, enc, fmt.Sprintf("all E4M3 scales, %s, scale_2 %#08x", codes, s2), false)
+			}
 		}
 	}
 }

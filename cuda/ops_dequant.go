@@ -7,14 +7,12 @@ import (
 )
 
 // CanDequant reports whether Dequant decodes tensors of format f and dtype
-// dt on the device. nvfp4 is not yet among them: its kernel
-// (dequant_nvfp4_f32 in dequant.kern) awaits its bit-exact test on random
-// bytes and every E4M3 code (docs/cuda.md).
+// dt on the device: raw bf16/f16/f32, q8, q4, q5, q6 and nvfp4.
 func CanDequant(f codecs.Format, dt codecs.DType) bool {
 	switch f {
 	case codecs.Raw:
 		return dt == codecs.BF16 || dt == codecs.F16 || dt == codecs.F32
-	case codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6:
+	case codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4:
 		return dt.Valid()
 	}
 	return false
@@ -65,6 +63,9 @@ func (o *Ops) Dequant(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs
 	case codecs.Q8:
 		return m.Launch("dequant_q8_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
 			enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), out, rows, k)
+	case codecs.NVFP4: // one thread per code byte (two values)
+		return m.Launch("dequant_nvfp4_f32", [3]uint32{o.gridFor(n/2, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+			enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), enc.Add(planes[2].Offset), out, rows, k)
 	default: // Q5, Q6
 		return m.Launch("dequant_affine_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
 			enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), enc.Add(planes[2].Offset), out,
