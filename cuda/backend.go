@@ -29,6 +29,7 @@ type backend struct {
 	d       *Device
 	ops     *Ops
 	scratch *Buffer // f32 staging of a decoded weight for MatMulNT
+	ropeArg *Buffer // RoPE's positions (i32) and inverse frequencies (f32)
 }
 
 type cudaBuf struct {
@@ -171,6 +172,12 @@ func (c *backend) Close() error {
 		first = c.scratch.Free()
 		c.scratch = nil
 	}
+	if c.ropeArg != nil {
+		if err := c.ropeArg.Free(); err != nil && first == nil {
+			first = err
+		}
+		c.ropeArg = nil
+	}
 	if err := c.ops.Close(); err != nil && first == nil {
 		first = err
 	}
@@ -279,4 +286,65 @@ func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
 		wp = c.scratch.Ptr()
 	}
 	return c.d.MatMulNT(co.b.Ptr(), ab.b.Ptr(), wp, m, n, k)
+}
+
+func (c *backend) RoPE(x runtime.Buf, rows, heads, headDim int, positions []int32, invFreq []float32) error {
+	if err := runtime.CheckRoPE(x, rows, heads, headDim, positions, invFreq); err != nil {
+		return err
+	}
+	xb, err := c.buf(x)
+	if err != nil {
+		return err
+	}
+	// Positions then inverse frequencies, 4 bytes each, uploaded in stream
+	// order (after the work that may still read an earlier upload).
+	args := make([]byte, 4*(rows+len(invFreq)))
+	copy(args, Bytes(positions[:rows]))
+	copy(args[4*rows:], Bytes(invFreq))
+	if c.ropeArg == nil || c.ropeArg.Size() < int64(len(args)) {
+		if c.ropeArg != nil {
+			if err := c.ropeArg.Free(); err != nil {
+				return err
+			}
+			c.ropeArg = nil
+		}
+		if c.ropeArg, err = c.d.Alloc(int64(len(args))); err != nil {
+			return err
+		}
+	}
+	if err := c.ropeArg.Upload(args); err != nil {
+		return err
+	}
+	p := c.ropeArg.Ptr()
+	return c.ops.RoPE(xb.b.Ptr(), p, p.Add(int64(4*rows)), rows, heads, headDim)
+}
+
+func (c *backend) Softcap(x runtime.Buf, n int, cp float32) error {
+	if err := runtime.CheckSoftcap(x, n, cp); err != nil {
+		return err
+	}
+	xb, err := c.buf(x)
+	if err != nil {
+		return err
+	}
+	return c.ops.Softcap(xb.b.Ptr(), int64(n), cp)
+}
+
+func (c *backend) RowStats(logits runtime.Buf, rows, v int, temperature float32, entropy, argmax runtime.Buf) error {
+	if err := runtime.CheckRowStats(logits, rows, v, temperature, entropy, argmax); err != nil {
+		return err
+	}
+	lb, err := c.buf(logits)
+	if err != nil {
+		return err
+	}
+	eb, err := c.buf(entropy)
+	if err != nil {
+		return err
+	}
+	ab, err := c.buf(argmax)
+	if err != nil {
+		return err
+	}
+	return c.ops.RowStats(lb.b.Ptr(), eb.b.Ptr(), ab.b.Ptr(), rows, v, temperature)
 }

@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/layout"
 )
 
 // Backend is where the runtime's arithmetic runs: the CPU reference
@@ -37,6 +39,12 @@ import (
 //     any order; the reference sums them in float64).
 //   - MatMulNT: |c − ref| ≤ 1e-5·Σ_k |a[k]·w[k]| per value (f32 accumulation
 //     in any order; the reference accumulates in float64).
+//   - RoPE: |y − ref| ≤ 2e-6·max|x| per value, max|x| over the head vector
+//     (the angle is the same f32 product; cos and sin may differ from the
+//     reference's f64-rounded ones by a few ulp).
+//   - Softcap: within 2 ulp of the reference (f32 tanh of another library).
+//   - RowStats: entropy within 1e-5 absolute; argmax exact except on rows
+//     whose two largest tempered logits are within 1e-6 (not compared).
 //
 // # Growth
 //
@@ -84,6 +92,22 @@ type Backend interface {
 	// format, c is [m][N] (PyTorch's linear layer x·Wᵀ). m = 0 does
 	// nothing. c must not be a.
 	MatMulNT(c, a Buf, w Weight, m int) error
+
+	// RoPE rotates x [rows][heads][headDim] in place (MODEL_SPEC §3.1.3):
+	// every head of row r at position positions[r], split-half pairs
+	// (j, j+headDim/2), angle f32(p)·invFreq[j] as an f32 product, cos and
+	// sin rounded to f32, y = x·cos + rotate_half(x)·sin with each product
+	// rounded to f32. invFreq holds headDim/2 values (RoPEInvFreq; zero for
+	// the pairs a proportional rope leaves alone); positions holds rows.
+	RoPE(x Buf, rows, heads, headDim int, positions []int32, invFreq []float32) error
+	// Softcap replaces the first n values z of x by cap·tanh(z/cap) in f32
+	// (MODEL_SPEC §3.7).
+	Softcap(x Buf, n int, cap float32) error
+	// RowStats reads rows of v logits z and, for each row r, writes to
+	// entropy[r] the entropy in nats of softmax(z/T) (Entropy of TemperRow's
+	// output, MODEL_SPEC §4.3.5) and to argmax[r] the first index of the
+	// largest z/T, as a float32 value. T > 0.
+	RowStats(logits Buf, rows, v int, temperature float32, entropy Buf, argmax Buf) error
 }
 
 // Caps describes a backend.
@@ -179,6 +203,69 @@ func CheckDequant(out Buf, w Weight) error {
 	}
 	if w.Cols() > 0 && out.Len()/w.Cols() < w.Rows() {
 		return fmt.Errorf("runtime: Dequant of %d×%d into %d values", w.Rows(), w.Cols(), out.Len())
+	}
+	return nil
+}
+
+// RoPEInvFreq returns the headDim/2 inverse frequencies of a rope type for
+// RoPE, computed in float32 as the CPU runtime does (MODEL_SPEC §3.1.3).
+func RoPEInvFreq(p layout.RopeParams, headDim int) ([]float32, error) {
+	r, err := newRope(p, headDim)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	return r.invFreq, nil
+}
+
+// CheckRoPE validates RoPE's shapes for any backend.
+func CheckRoPE(x Buf, rows, heads, headDim int, positions []int32, invFreq []float32) error {
+	if x == nil {
+		return fmt.Errorf("runtime: RoPE: nil buffer")
+	}
+	if rows <= 0 || heads <= 0 || headDim <= 0 || headDim%2 != 0 {
+		return fmt.Errorf("runtime: RoPE of %d×%d×%d", rows, heads, headDim)
+	}
+	if len(positions) < rows || len(invFreq) != headDim/2 {
+		return fmt.Errorf("runtime: RoPE of %d rows, head dim %d: %d positions, %d inverse frequencies", rows, headDim, len(positions), len(invFreq))
+	}
+	for _, p := range positions[:rows] {
+		if p < 0 || p > 1<<24 {
+			return fmt.Errorf("runtime: RoPE at position %d", p)
+		}
+	}
+	if x.Len()/(heads*headDim) < rows {
+		return fmt.Errorf("runtime: RoPE of %d×%d×%d: x holds %d values", rows, heads, headDim, x.Len())
+	}
+	return nil
+}
+
+// CheckSoftcap validates Softcap's arguments for any backend.
+func CheckSoftcap(x Buf, n int, cap float32) error {
+	if x == nil {
+		return fmt.Errorf("runtime: Softcap: nil buffer")
+	}
+	if n < 0 || n > x.Len() {
+		return fmt.Errorf("runtime: Softcap of %d values in %d", n, x.Len())
+	}
+	if !(cap > 0) || math.IsInf(float64(cap), 0) {
+		return fmt.Errorf("runtime: Softcap at %g", cap)
+	}
+	return nil
+}
+
+// CheckRowStats validates RowStats's arguments for any backend.
+func CheckRowStats(logits Buf, rows, v int, temperature float32, entropy, argmax Buf) error {
+	if logits == nil || entropy == nil || argmax == nil {
+		return fmt.Errorf("runtime: RowStats: nil buffer")
+	}
+	if rows <= 0 || v <= 0 || v > 1<<24 {
+		return fmt.Errorf("runtime: RowStats of %d×%d", rows, v)
+	}
+	if !(temperature > 0) || math.IsInf(float64(temperature), 0) {
+		return fmt.Errorf("runtime: RowStats at temperature %g", temperature)
+	}
+	if logits.Len()/v < rows || entropy.Len() < rows || argmax.Len() < rows {
+		return fmt.Errorf("runtime: RowStats of %d×%d: logits hold %d values, entropy %d, argmax %d", rows, v, logits.Len(), entropy.Len(), argmax.Len())
 	}
 	return nil
 }

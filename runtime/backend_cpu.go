@@ -167,3 +167,61 @@ func (c *cpuBackend) MatMulNT(cb, a Buf, w Weight, m int) error {
 	c.m.matmul(mw, 0, n, x, m, cv[:m*n], n)
 	return nil
 }
+
+func (c *cpuBackend) RoPE(x Buf, rows, heads, headDim int, positions []int32, invFreq []float32) error {
+	if err := CheckRoPE(x, rows, heads, headDim, positions, invFreq); err != nil {
+		return err
+	}
+	xv, err := cpuBufOf(x)
+	if err != nil {
+		return err
+	}
+	r := &rope{hd: headDim, invFreq: invFreq}
+	for row := range rows {
+		cos, sin := r.table(int(positions[row]), 1)
+		for h := range heads {
+			o := (row*heads + h) * headDim
+			applyRope(xv[o:o+headDim], cos, sin)
+		}
+	}
+	return nil
+}
+
+func (c *cpuBackend) Softcap(x Buf, n int, cp float32) error {
+	if err := CheckSoftcap(x, n, cp); err != nil {
+		return err
+	}
+	xv, err := cpuBufOf(x)
+	if err != nil {
+		return err
+	}
+	for i, z := range xv[:n] {
+		xv[i] = softcap(z, cp)
+	}
+	return nil
+}
+
+func (c *cpuBackend) RowStats(logits Buf, rows, v int, temperature float32, entropy, argmax Buf) error {
+	if err := CheckRowStats(logits, rows, v, temperature, entropy, argmax); err != nil {
+		return err
+	}
+	lv, err := cpuBufOf(logits)
+	if err != nil {
+		return err
+	}
+	ev, err := cpuBufOf(entropy)
+	if err != nil {
+		return err
+	}
+	av, err := cpuBufOf(argmax)
+	if err != nil {
+		return err
+	}
+	t := make([]float32, v)
+	for r := range rows {
+		TemperRow(lv[r*v:(r+1)*v], temperature, t)
+		ev[r] = Entropy(t)
+		av[r] = float32(Argmax(t))
+	}
+	return nil
+}

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/runtime"
 )
 
@@ -31,6 +32,18 @@ const (
 	// MatMulRel bounds each MatMulNT output's error relative to Σ|a·w|:
 	// f32 accumulation (blocked or tree) over K ≤ 4096.
 	MatMulRel = 1e-5
+	// RoPEAbs bounds each RoPE output's error relative to the largest |x|
+	// of its head vector: cos and sin of the same f32 angle from another
+	// library (a few ulp), and the f32 products and sum.
+	RoPEAbs = 2e-6
+	// SoftcapULP bounds Softcap's error in units in the last place of the
+	// reference (f32 tanh of another library).
+	SoftcapULP = 2
+	// EntropyAbs bounds RowStats' entropy error in nats (f32 sums over up
+	// to 262144 values); argmax is exact except on rows whose top two
+	// tempered logits are within ArgmaxGap, which are not compared.
+	EntropyAbs = 1e-5
+	ArgmaxGap  = 1e-6
 )
 
 // Weight shapes [N, K]: the real model's projections and small odd ones.
@@ -60,6 +73,9 @@ func Run(t *testing.T, b runtime.Backend) {
 	t.Run("RMSNorm", func(t *testing.T) { testRMSNorm(t, b, ref) })
 	t.Run("Dequant", func(t *testing.T) { testWeights(t, b, ref, false) })
 	t.Run("MatMulNT", func(t *testing.T) { testWeights(t, b, ref, true) })
+	t.Run("RoPE", func(t *testing.T) { testRoPE(t, b, ref) })
+	t.Run("Softcap", func(t *testing.T) { testSoftcap(t, b, ref) })
+	t.Run("RowStats", func(t *testing.T) { testRowStats(t, b, ref) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, b) })
 	if err := b.Sync(); err != nil {
 		t.Errorf("Sync: %v", err)
@@ -396,11 +412,174 @@ func testErrors(t *testing.T, b runtime.Backend) {
 	if err := b.Dequant(y, wt); err == nil {
 		t.Error("Dequant into a short buffer succeeded")
 	}
+	if err := b.RoPE(x, 1, 1, 8, []int32{0}, make([]float32, 3)); err == nil {
+		t.Error("RoPE with a short invFreq succeeded")
+	}
+	if err := b.RoPE(x, 2, 1, 8, []int32{0, 1}, make([]float32, 4)); err == nil {
+		t.Error("RoPE past the end succeeded")
+	}
+	if err := b.Softcap(x, 9, 30); err == nil {
+		t.Error("Softcap past the end succeeded")
+	}
+	if err := b.RowStats(x, 3, 3, 1, y, w); err == nil {
+		t.Error("RowStats past the end succeeded")
+	}
+	if err := b.RowStats(x, 2, 4, 0, y, w); err == nil {
+		t.Error("RowStats at temperature 0 succeeded")
+	}
 	if b.Name() != "cpu" {
 		other := runtime.CPUBackend()
 		ob, _ := other.Alloc(64)
 		if err := b.RMSNorm(y, ob, nil, 1, 8, 1e-6); err == nil {
 			t.Error("RMSNorm of another backend's buffer succeeded")
+		}
+	}
+}
+
+func testRoPE(t *testing.T, b, ref runtime.Backend) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ropes := []layout.RopeParams{
+		{Type: "default", Theta: 10000, PartialRotaryFactor: 1},
+		{Type: "proportional", Theta: 1e6, PartialRotaryFactor: 0.25},
+	}
+	for _, hd := range []int{32, 64, 256, 512} {
+		for _, rp := range ropes {
+			inv, err := runtime.RoPEInvFreq(rp, hd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, heads := 9, 3
+			pos := []int32{0, 1, 2, 4095, 99999, 100000, int32(rng.IntN(100001)), int32(rng.IntN(100001)), int32(rng.IntN(4096))}
+			x := randVec(rng, rows*heads*hd)
+			for i := range x {
+				x[i] *= float32(math.Exp(rng.NormFloat64()))
+			}
+			name := fmt.Sprintf("%s/hd=%d", rp.Type, hd)
+			run := func(be runtime.Backend) []float32 {
+				xb := mustBuf(t, be, len(x)+3, x)
+				if err := be.RoPE(xb, rows, heads, hd, pos, inv); err != nil {
+					t.Fatalf("%s: %s RoPE: %v", name, be.Name(), err)
+				}
+				out := download(t, be, xb, len(x))
+				xb.Free()
+				return out
+			}
+			want, got := run(ref), run(b)
+			var worst float64
+			for h := 0; h < rows*heads; h++ {
+				var mx float64
+				for _, v := range x[h*hd : (h+1)*hd] {
+					mx = max(mx, math.Abs(float64(v)))
+				}
+				for i := h * hd; i < (h+1)*hd; i++ {
+					e := math.Abs(float64(got[i]) - float64(want[i]))
+					worst = max(worst, e/mx)
+					if !(e <= RoPEAbs*mx) {
+						t.Fatalf("%s: row %d head %d [%d] = %g, want %g (error %.3g, max|x| %.3g)", name, h/heads, h%heads, i%hd, got[i], want[i], e, mx)
+					}
+				}
+			}
+			t.Logf("%s: max error/max|x| %.3g", name, worst)
+		}
+	}
+}
+
+func testSoftcap(t *testing.T, b, ref runtime.Backend) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 7, 1000, 262144} {
+		x := randVec(rng, n)
+		for i := range x {
+			x[i] *= float32(math.Exp(rng.NormFloat64() * 3))
+		}
+		x[0] = 0
+		if n > 4 {
+			x[1], x[2], x[3] = 1e-30, -500, float32(math.Inf(1))
+		}
+		run := func(be runtime.Backend) []float32 {
+			xb := mustBuf(t, be, n+2, append(x, 5, 6))
+			if err := be.Softcap(xb, n, 30); err != nil {
+				t.Fatalf("n=%d: %s Softcap: %v", n, be.Name(), err)
+			}
+			out := download(t, be, xb, n+2)
+			xb.Free()
+			return out
+		}
+		want, got := run(ref), run(b)
+		if got[n] != 5 || got[n+1] != 6 {
+			t.Errorf("n=%d: Softcap wrote past n: %v", n, got[n:])
+		}
+		var worst float64
+		for i := range n {
+			ulp := float64(math.Nextafter32(float32(math.Abs(float64(want[i]))), float32(math.Inf(1)))) - math.Abs(float64(want[i]))
+			e := math.Abs(float64(got[i]) - float64(want[i]))
+			worst = max(worst, e/ulp)
+			if !(e <= SoftcapULP*ulp) {
+				t.Fatalf("n=%d: softcap(%g) = %g, want %g (%.3g ulp)", n, x[i], got[i], want[i], e/ulp)
+			}
+		}
+		t.Logf("n=%d: max error %.3g ulp", n, worst)
+	}
+}
+
+func testRowStats(t *testing.T, b, ref runtime.Backend) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, sh := range [][2]int{{1, 1}, {3, 5}, {16, 512}, {5, 1000}, {3, 262144}} {
+		rows, v := sh[0], sh[1]
+		for _, temp := range []float32{1, 0.7, 2.5} {
+			name := fmt.Sprintf("%dx%d/T=%g", rows, v, temp)
+			z := randVec(rng, rows*v)
+			for r := range rows {
+				row := z[r*v : (r+1)*v]
+				scale := float32([]float64{0.1, 1, 4, 12}[r%4])
+				for i := range row {
+					row[i] = 30 * float32(math.Tanh(float64(row[i]*scale/30)))
+				}
+				if v >= 512 && r%2 == 1 { // a peaked row and a -inf entry
+					row[rng.IntN(v)] = 29.5
+					row[rng.IntN(v)] = float32(math.Inf(-1))
+				}
+				if v >= 512 && r%5 == 2 { // an exact tie: the first index wins
+					i, j := rng.IntN(v/2), v/2+rng.IntN(v/2)
+					row[i], row[j] = 31, 31
+				}
+			}
+			run := func(be runtime.Backend) ([]float32, []float32) {
+				lb := mustBuf(t, be, len(z), z)
+				eb := mustBuf(t, be, rows+1, nil)
+				ab := mustBuf(t, be, rows+1, nil)
+				if err := be.RowStats(lb, rows, v, temp, eb, ab); err != nil {
+					t.Fatalf("%s: %s RowStats: %v", name, be.Name(), err)
+				}
+				e, a := download(t, be, eb, rows), download(t, be, ab, rows)
+				lb.Free()
+				eb.Free()
+				ab.Free()
+				return e, a
+			}
+			we, wa := run(ref)
+			ge, ga := run(b)
+			var worst float64
+			for r := range rows {
+				e := math.Abs(float64(ge[r]) - float64(we[r]))
+				worst = max(worst, e)
+				if !(e <= EntropyAbs) {
+					t.Fatalf("%s: row %d: entropy %g, want %g (error %.3g)", name, r, ge[r], we[r], e)
+				}
+				if ga[r] != wa[r] {
+					row := z[r*v : (r+1)*v]
+					top := row[int(wa[r])] / temp
+					var second float32 = float32(math.Inf(-1))
+					for i, x := range row {
+						if i != int(wa[r]) {
+							second = max(second, x/temp)
+						}
+					}
+					if top-second >= ArgmaxGap {
+						t.Fatalf("%s: row %d: argmax %g, want %g", name, r, ga[r], wa[r])
+					}
+				}
+			}
+			t.Logf("%s: max entropy error %.3g nats", name, worst)
 		}
 	}
 }
