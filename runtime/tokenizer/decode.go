@@ -211,26 +211,8 @@ func parseDecoder(raw json.RawMessage) (decoder, error) {
 		}
 		return d, nil
 	case "Sequence":
-		const w = "decoder Sequence"
-		if err := o.only(w, "decoders"); err != nil {
-			return nil, err
-		}
-		var list []json.RawMessage
-		if err := o.get(w, "decoders", &list, false); err != nil {
-			return nil, err
-		}
-		seq := make(sequenceDecoder, 0, len(list))
-		for i, item := range list {
-			if isNull(item) {
-				return nil, formatErr("%s: item %d is null", w, i)
-			}
-			d, err := parseDecoder(item)
-			if err != nil {
-				return nil, err
-			}
-			seq = append(seq, d)
-		}
-		return seq, nil
+		seq, err := parseSequence(o, "decoder Sequence", "decoders", parseDecoder)
+		return sequenceDecoder(seq), err
 	default:
 		return nil, unsupportedErr("decoder type %q", typ)
 	}

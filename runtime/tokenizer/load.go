@@ -418,3 +418,27 @@ func parsePattern(raw json.RawMessage, what string) (string, error) {
 	}
 	return str, nil
 }
+
+// parseSequence reads a "Sequence" component: the list under key, each item
+// parsed by parse (null items refused). w names the component in errors.
+func parseSequence[T any](o object, w, key string, parse func(json.RawMessage) (T, error)) ([]T, error) {
+	if err := o.only(w, key); err != nil {
+		return nil, err
+	}
+	var list []json.RawMessage
+	if err := o.get(w, key, &list, false); err != nil {
+		return nil, err
+	}
+	seq := make([]T, 0, len(list))
+	for i, item := range list {
+		if isNull(item) {
+			return nil, formatErr("%s: item %d is null", w, i)
+		}
+		v, err := parse(item)
+		if err != nil {
+			return nil, err
+		}
+		seq = append(seq, v)
+	}
+	return seq, nil
+}

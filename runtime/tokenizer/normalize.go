@@ -74,25 +74,8 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		}
 		return p, nil
 	case "Sequence":
-		if err := o.only("normalizer Sequence", "normalizers"); err != nil {
-			return nil, err
-		}
-		var list []json.RawMessage
-		if err := o.get("normalizer Sequence", "normalizers", &list, false); err != nil {
-			return nil, err
-		}
-		seq := make(sequenceNormalizer, 0, len(list))
-		for i, item := range list {
-			if isNull(item) {
-				return nil, formatErr("normalizer Sequence: item %d is null", i)
-			}
-			n, err := parseNormalizer(item)
-			if err != nil {
-				return nil, err
-			}
-			seq = append(seq, n)
-		}
-		return seq, nil
+		seq, err := parseSequence(o, "normalizer Sequence", "normalizers", parseNormalizer)
+		return sequenceNormalizer(seq), err
 	default:
 		return nil, unsupportedErr("normalizer type %q", typ)
 	}

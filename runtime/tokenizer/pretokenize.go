@@ -178,26 +178,8 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 		}
 		return p, nil
 	case "Sequence":
-		const w = "pre_tokenizer Sequence"
-		if err := o.only(w, "pretokenizers"); err != nil {
-			return nil, err
-		}
-		var list []json.RawMessage
-		if err := o.get(w, "pretokenizers", &list, false); err != nil {
-			return nil, err
-		}
-		seq := make(sequencePreTokenizer, 0, len(list))
-		for i, item := range list {
-			if isNull(item) {
-				return nil, formatErr("%s: item %d is null", w, i)
-			}
-			p, err := parsePreTokenizer(item)
-			if err != nil {
-				return nil, err
-			}
-			seq = append(seq, p)
-		}
-		return seq, nil
+		seq, err := parseSequence(o, "pre_tokenizer Sequence", "pretokenizers", parsePreTokenizer)
+		return sequencePreTokenizer(seq), err
 	default:
 		return nil, unsupportedErr("pre_tokenizer type %q", typ)
 	}
