@@ -375,3 +375,29 @@ func TestRepackOutputPlacement(t *testing.T) {
 		}
 	}
 }
+
+// Repacks verify every digest while streaming: a damaged local blob stops
+// repack --monolithic before anything is published.
+func TestRepackRefusesDamagedBytes(t *testing.T) {
+	hubCache(t)
+	layered := quantize(t, tinyRepo, "q4", true)
+	m, _ := dgq.ReadManifest(layered)
+	var victim dgq.Tensor
+	for _, tn := range m.Tensors {
+		if tn.Source.Kind == dgq.SourceLocal {
+			victim = tn
+			break
+		}
+	}
+	blob := blobOf(t, layered)
+	blob[victim.Source.Offset] ^= 0x01
+	writeOver(t, filepath.Join(layered, dgq.BlobName), blob)
+	out := filepath.Join(t.TempDir(), "mono")
+	_, err := RepackMonolithic(context.Background(), RepackOptions{Pack: layered, Out: out})
+	if !errors.Is(err, dgq.ErrInvalid) || !strings.Contains(err.Error(), victim.Name) {
+		t.Fatalf("repack of a damaged pack: %v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("output published")
+	}
+}

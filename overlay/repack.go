@@ -135,7 +135,9 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	split, size := local.ExpertSplit, local.Size
 	out.LocalExpertSplit, out.LocalBlobSize = &split, &size
 	from := func(t dgq.Tensor) (io.ReaderAt, int64) { return p.Blob, t.Offset }
-	if err := writeLayout(ctx, o, &out, p.Dir, from, local.Offsets, size, prog); err != nil {
+	// Every tensor's digest was verified by the pass above: the local ones are
+	// copied without hashing them a second time.
+	if err := writeLayout(ctx, o, &out, p.Dir, from, local.Offsets, size, prog, false); err != nil {
 		return nil, err
 	}
 	sort.Strings(mismatched)
@@ -226,17 +228,17 @@ func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, erro
 		}
 		return p.Blob, src.Offset
 	}
-	if err := writeLayout(ctx, o, &out, p.Dir, from, offsets, m.BlobSize, dgq.ProgressOrNop(o.Progress)); err != nil {
+	if err := writeLayout(ctx, o, &out, p.Dir, from, offsets, m.BlobSize, dgq.ProgressOrNop(o.Progress), true); err != nil {
 		return nil, err
 	}
 	return &RepackResult{Manifest: &out, LocalBytes: m.BlobSize}, nil
 }
 
 // writeLayout writes a new pack: each tensor listed in offsets is streamed
-// from where from says (its digest verified) to that offset of a
+// from where from says (its digest verified when verify is set) to that offset of a
 // blobSize-byte blob; then the side files and the manifest. The manifest's
 // tensors carry their original, canonical entries.
-func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir string, from func(dgq.Tensor) (io.ReaderAt, int64), offsets map[string]int64, blobSize int64, prog dgq.Progress) error {
+func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir string, from func(dgq.Tensor) (io.ReaderAt, int64), offsets map[string]int64, blobSize int64, prog dgq.Progress, verify bool) error {
 	st, err := dgq.NewStaging(o.Out, o.Force)
 	if err != nil {
 		return err
@@ -270,7 +272,11 @@ func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir s
 		}
 		r, srcOff := from(t)
 		pos := off
-		err := s.stream(ctx, r, srcOff, t.Size, t.Digest, func(chunk []byte) error {
+		want := ""
+		if verify {
+			want = t.Digest
+		}
+		err := s.stream(ctx, r, srcOff, t.Size, want, func(chunk []byte) error {
 			if _, err := f.WriteAt(chunk, pos); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
