@@ -26,6 +26,9 @@ var (
 	ErrDims error = &wrapError{msg: "layout: shape does not fit format", err: codecs.ErrDims}
 	// ErrDuplicate: a tensor name or a --set target appears twice.
 	ErrDuplicate = errors.New("layout: duplicate")
+	// ErrDuplicateSet: one --set target given two formats (a usage error; it
+	// wraps ErrDuplicate).
+	ErrDuplicateSet = fmt.Errorf("%w --set target", ErrDuplicate)
 	// ErrConfig: config.json is malformed, misses a key or holds an out-of-range value.
 	ErrConfig = errors.New("layout: config.json")
 	// ErrInventory: a checkpoint's tensors do not match its config.

@@ -135,7 +135,7 @@ func mergeOverrides(ovs []Override) ([]Override, error) {
 		case !seen:
 			byTarget[o.Target] = o.Format
 		case prev != o.Format:
-			errs = append(errs, fmt.Errorf("%w --set target %s: %s and %s%w", ErrDuplicate, o.Target, prev, o.Format, errOverrideUsage))
+			errs = append(errs, fmt.Errorf("%w %s: %s and %s", ErrDuplicateSet, o.Target, prev, o.Format))
 		}
 	}
 	if len(errs) > 0 {
@@ -252,19 +252,4 @@ func (p Policy) hasRoleOverride() bool {
 		}
 	}
 	return false
-}
-
-// errOverrideUsage marks policy errors that come from the command line (so
-// callers can tell a bad --set from bad input data); its text is empty.
-var errOverrideUsage = usageMark{}
-
-type usageMark struct{}
-
-func (usageMark) Error() string { return "" }
-
-// IsUsage reports whether err comes from a bad profile or --set value rather
-// than from the checkpoint.
-func IsUsage(err error) bool {
-	return errors.Is(err, errOverrideUsage) || errors.Is(err, ErrProfile) || errors.Is(err, ErrTarget) ||
-		errors.Is(err, ErrLocked) || errors.Is(err, ErrExpertFormats) || errors.Is(err, ErrOverrideSyntax)
 }

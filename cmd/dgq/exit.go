@@ -39,7 +39,7 @@ func usageErr(err error) error { return &codedError{err: err, code: exitUsage} }
 
 var usageErrors = []error{
 	dgq.ErrUsage, dgq.ErrExists, layout.ErrProfile, layout.ErrTarget, layout.ErrLocked,
-	layout.ErrExpertFormats, codecs.ErrUnknownFormat,
+	layout.ErrExpertFormats, layout.ErrOverrideSyntax, layout.ErrDuplicateSet, codecs.ErrUnknownFormat,
 }
 
 var invalidErrors = []error{
@@ -64,9 +64,6 @@ func exitCode(err error) int {
 		if errors.Is(err, target) {
 			return exitStale
 		}
-	}
-	if layout.IsUsage(err) {
-		return exitUsage
 	}
 	for _, target := range usageErrors {
 		if errors.Is(err, target) {

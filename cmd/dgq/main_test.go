@@ -173,6 +173,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"quantize", "--bogus"}, exitUsage, "bogus"},
 		{"locked class", []string{"quantize", "--profile", "q4", "--set", "embed=q4", "-m", src, "-o", out}, exitUsage, "embed"},
 		{"bad format", []string{"quantize", "--profile", "q4", "--set", "attn=q9", "-m", src, "-o", out}, exitUsage, "q9"},
+		{"same target twice", []string{"quantize", "--profile", "q4", "--set", "attn=q8", "--set", "attn=q4", "-m", src, "-o", out}, exitUsage, "attn"},
 		{"missing source", []string{"quantize", "--profile", "q4", "-m", filepath.Join(src, "x"), "-o", out}, exitInvalid, "x"},
 		{"inspect no args", []string{"inspect"}, exitUsage, "inspect"},
 		{"inspect not a pack", []string{"inspect", src}, exitInvalid, "not a dgq pack"},
