@@ -44,25 +44,11 @@ func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, er
 		return ReportOf([]Finding{{Kind: KindManifest, Message: err.Error()}}), nil
 	}
 	var findings []Finding
-	blobPath := filepath.Join(dir, filepath.Base(m.Blob))
-	blobSize := int64(-1)
-	var blob []byte
-	if f, err := os.Open(blobPath); err != nil {
-		findings = append(findings, Finding{Kind: KindBlob, Message: fmt.Sprintf("blob %s cannot be opened: %v", m.Blob, err)})
-	} else {
-		defer f.Close()
-		if st, err := f.Stat(); err != nil {
-			findings = append(findings, Finding{Kind: KindBlob, Message: err.Error()})
-		} else {
-			blobSize = st.Size()
-			if blob, err = mapFile(f, blobSize); err != nil {
-				findings = append(findings, Finding{Kind: KindBlob, Message: err.Error()})
-				blob = nil
-			} else {
-				defer unmapFile(blob)
-			}
-		}
+	blobSize, blob, release, err := mapBlob(dir, m, !m.Layered())
+	if err != nil {
+		findings = append(findings, Finding{Kind: KindBlob, Message: err.Error()})
 	}
+	defer release()
 	structural := Validate(m, blobSize)
 	findings = append(findings, structural...)
 	findings = append(findings, CheckFiles(dir, m)...)
@@ -91,6 +77,31 @@ func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, er
 		findings = append(findings, df...)
 	}
 	return ReportOf(findings), nil
+}
+
+// mapBlob opens the pack's own blob file and returns its size (-1 when it
+// cannot be read) and, when mapIt is set, its read-only mapping; release
+// undoes both.
+func mapBlob(dir string, m *Manifest, mapIt bool) (int64, []byte, func(), error) {
+	nop := func() {}
+	f, err := os.Open(filepath.Join(dir, filepath.Base(m.Blob)))
+	if err != nil {
+		return -1, nil, nop, fmt.Errorf("blob %s cannot be opened: %v", m.Blob, err)
+	}
+	st, err := f.Stat()
+	if err != nil || !mapIt {
+		f.Close()
+		if err != nil {
+			return -1, nil, nop, err
+		}
+		return st.Size(), nil, nop, nil
+	}
+	blob, err := mapFile(f, st.Size())
+	f.Close()
+	if err != nil {
+		return st.Size(), nil, nop, err
+	}
+	return st.Size(), blob, func() { unmapFile(blob) }, nil
 }
 
 // ReportOf builds a report from findings (OK when there are none).

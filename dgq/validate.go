@@ -226,7 +226,7 @@ func (v *validator) layeredRules() {
 			v.add("", KindSource, "external file %s path %q must be relative, without .. or backslashes", f.ID, f.Path)
 		case f.Size < 0:
 			v.add("", KindSource, "external file %s has negative size", f.ID)
-		case f.Role == RoleHF && (f.Repo == "" || f.Revision == "" || !isHexSHA256(f.HeaderSHA256)):
+		case f.Role == RoleHF && (f.Repo == "" || f.Revision == "" || !isHexDigest(f.HeaderSHA256)):
 			v.add("", KindSource, "external file %s needs repo, revision and a 64-hex header_sha256", f.ID)
 		}
 		ids[f.ID] = true
@@ -283,5 +283,3 @@ func cleanRelPath(p string) bool {
 	}
 	return true
 }
-
-func isHexSHA256(s string) bool { return isHexDigest(s) }
