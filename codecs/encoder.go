@@ -154,3 +154,40 @@ func encodeRaw(e *Encoder, dst, src []byte, r0, n int64) (Stats, error) {
 	}
 	return Stats{SumSqRef: ref, N: int64(cnt)}, nil
 }
+
+// EncodeTensor encodes a whole tensor held in memory (src: Rows·K source
+// elements) into one freshly allocated buffer of EncodedSize bytes: the scan
+// pass when the format needs one, every row plane, and the tensor planes.
+// Streaming writers use Encoder directly; this is for tests, benchmarks and
+// tools that have the whole tensor at hand.
+func EncodeTensor(f Format, dt DType, m Matrix, src []byte) ([]byte, Stats, error) {
+	e, err := NewEncoder(f, dt, m)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	if e.NeedsScan() {
+		amax, err := e.ScanRows(src)
+		if err != nil {
+			return nil, Stats{}, err
+		}
+		e.SetAmax(amax)
+	}
+	size, err := f.EncodedSize(dt, m)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	out := make([]byte, size)
+	planes := e.Planes()
+	dst := make([][]byte, len(planes))
+	for i, p := range planes {
+		dst[i] = out[p.Offset : p.Offset+p.Size]
+		if p.RowBytes == 0 {
+			copy(dst[i], e.TensorPlane(i))
+		}
+	}
+	st, err := e.EncodeRows(dst, src, 0, m.Rows)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	return out, st, nil
+}

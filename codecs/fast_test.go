@@ -65,25 +65,7 @@ func fromFloat32(dt DType, x []float32) []byte {
 // encodeBlock encodes rows [0, rows) into a fresh whole-tensor buffer.
 func encodeBlock(t *testing.T, f Format, dt DType, m Matrix, src []byte) ([]byte, Stats) {
 	t.Helper()
-	e, err := NewEncoder(f, dt, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.NeedsScan() {
-		a, err := e.ScanRows(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.SetAmax(a)
-	}
-	size, _ := f.EncodedSize(dt, m)
-	buf := make([]byte, size)
-	dst := make([][]byte, len(e.planes))
-	for i, p := range e.planes {
-		dst[i] = buf[p.Offset : p.Offset+p.Size]
-		copy(dst[i], e.TensorPlane(i))
-	}
-	st, err := e.EncodeRows(dst, src, 0, m.Rows)
+	buf, st, err := EncodeTensor(f, dt, m, src)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,28 +14,7 @@ const benchRows, benchK = 1408, 2816
 // encodeAll encodes a whole bf16 matrix and returns its stats.
 func encodeAll(t testing.TB, f codecs.Format, m codecs.Matrix, src []byte) (codecs.Stats, []byte) {
 	t.Helper()
-	enc, err := codecs.NewEncoder(f, codecs.BF16, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if enc.NeedsScan() {
-		amax, err := enc.ScanRows(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc.SetAmax(amax)
-	}
-	planes := enc.Planes()
-	size, _ := f.EncodedSize(codecs.BF16, m)
-	buf := make([]byte, size)
-	dst := make([][]byte, len(planes))
-	for i, p := range planes {
-		dst[i] = buf[p.Offset : p.Offset+p.Size]
-		if p.RowBytes == 0 {
-			copy(dst[i], enc.TensorPlane(i))
-		}
-	}
-	st, err := enc.EncodeRows(dst, src, 0, m.Rows)
+	buf, st, err := codecs.EncodeTensor(f, codecs.BF16, m, src)
 	if err != nil {
 		t.Fatal(err)
 	}

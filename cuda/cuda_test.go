@@ -362,10 +362,6 @@ func TestRMSNorm(t *testing.T) {
 // encodeQ4 encodes random rows (scaled per row, offset per group) to q4.
 func encodeQ4(t *testing.T, rng *rand.Rand, m codecs.Matrix) []byte {
 	t.Helper()
-	e, err := codecs.NewEncoder(codecs.Q4, codecs.F32, m)
-	if err != nil {
-		t.Fatal(err)
-	}
 	src := make([]float32, m.Elements())
 	for r := int64(0); r < m.Rows; r++ {
 		scale := math.Exp(3 * rng.NormFloat64())
@@ -376,17 +372,8 @@ func encodeQ4(t *testing.T, rng *rand.Rand, m codecs.Matrix) []byte {
 			}
 		}
 	}
-	size, err := codecs.Q4.EncodedSize(codecs.F32, m)
+	enc, _, err := codecs.EncodeTensor(codecs.Q4, codecs.F32, m, Bytes(src))
 	if err != nil {
-		t.Fatal(err)
-	}
-	enc := make([]byte, size)
-	planes := e.Planes()
-	dst := make([][]byte, len(planes))
-	for i, p := range planes {
-		dst[i] = enc[p.Offset : p.Offset+p.Size]
-	}
-	if _, err := e.EncodeRows(dst, Bytes(src), 0, m.Rows); err != nil {
 		t.Fatal(err)
 	}
 	return enc

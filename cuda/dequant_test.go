@@ -14,10 +14,6 @@ import (
 // from f32 sources.
 func encodeFormat(t *testing.T, rng *rand.Rand, f codecs.Format, m codecs.Matrix) []byte {
 	t.Helper()
-	e, err := codecs.NewEncoder(f, codecs.F32, m)
-	if err != nil {
-		t.Fatal(err)
-	}
 	src := make([]float32, m.Elements())
 	for r := int64(0); r < m.Rows; r++ {
 		scale := math.Exp(3 * rng.NormFloat64())
@@ -29,29 +25,8 @@ func encodeFormat(t *testing.T, rng *rand.Rand, f codecs.Format, m codecs.Matrix
 			src[r*m.K+j] = float32(off + rng.NormFloat64()*scale)
 		}
 	}
-	size, err := f.EncodedSize(codecs.F32, m)
+	enc, _, err := codecs.EncodeTensor(f, codecs.F32, m, Bytes(src))
 	if err != nil {
-		t.Fatal(err)
-	}
-	enc := make([]byte, size)
-	planes := e.Planes()
-	dst := make([][]byte, len(planes))
-	for i, p := range planes {
-		dst[i] = enc[p.Offset : p.Offset+p.Size]
-	}
-	if e.NeedsScan() { // nvfp4: the tensor amax fixes scale_2
-		amax, err := e.ScanRows(Bytes(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.SetAmax(amax)
-		for i, p := range planes {
-			if p.RowBytes == 0 {
-				copy(dst[i], e.TensorPlane(i))
-			}
-		}
-	}
-	if _, err := e.EncodeRows(dst, Bytes(src), 0, m.Rows); err != nil {
 		t.Fatal(err)
 	}
 	return enc

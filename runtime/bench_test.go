@@ -59,32 +59,8 @@ func randomMatrix(b *testing.B, name string, f codecs.Format, shape ...int64) *m
 	for i := range g.Elements() {
 		binary.LittleEndian.PutUint16(src[2*i:], codecs.Float32ToBF16(float32(r.NormFloat64()*sd)))
 	}
-	enc, err := codecs.NewEncoder(f, codecs.BF16, g)
+	out, _, err := codecs.EncodeTensor(f, codecs.BF16, g, src)
 	if err != nil {
-		b.Fatal(err)
-	}
-	if enc.NeedsScan() {
-		amax, err := enc.ScanRows(src)
-		if err != nil {
-			b.Fatal(err)
-		}
-		enc.SetAmax(amax)
-	}
-	size, err := f.EncodedSize(codecs.BF16, g)
-	if err != nil {
-		b.Fatal(err)
-	}
-	out := make([]byte, size)
-	planes := enc.Planes()
-	dst := make([][]byte, len(planes))
-	for i, p := range planes {
-		if p.RowBytes != 0 {
-			dst[i] = out[p.Offset : p.Offset+p.Size]
-		} else {
-			copy(out[p.Offset:], enc.TensorPlane(i))
-		}
-	}
-	if _, err := enc.EncodeRows(dst, src, 0, g.Rows); err != nil {
 		b.Fatal(err)
 	}
 	w, err := newMatrix(TensorData{Name: name, Format: f, DType: codecs.BF16, Shape: shape, Bytes: out})

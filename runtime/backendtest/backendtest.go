@@ -204,10 +204,6 @@ func rmsNormOn(t *testing.T, b runtime.Backend, x, w []float32, rows, n int, eps
 // format f, as a pack stores it.
 func Encode(f codecs.Format, dt codecs.DType, rows, k int, src []float32) (runtime.TensorData, error) {
 	m := codecs.Matrix{Rows: int64(rows), K: int64(k)}
-	e, err := codecs.NewEncoder(f, dt, m)
-	if err != nil {
-		return runtime.TensorData{}, err
-	}
 	raw := make([]byte, len(src)*dt.Size())
 	for i, v := range src {
 		switch dt {
@@ -222,27 +218,8 @@ func Encode(f codecs.Format, dt codecs.DType, rows, k int, src []float32) (runti
 			return runtime.TensorData{}, fmt.Errorf("backendtest: source dtype %s", dt)
 		}
 	}
-	if e.NeedsScan() {
-		amax, err := e.ScanRows(raw)
-		if err != nil {
-			return runtime.TensorData{}, err
-		}
-		e.SetAmax(amax)
-	}
-	size, err := f.EncodedSize(dt, m)
+	enc, _, err := codecs.EncodeTensor(f, dt, m, raw)
 	if err != nil {
-		return runtime.TensorData{}, err
-	}
-	enc := make([]byte, size)
-	planes := e.Planes()
-	dst := make([][]byte, len(planes))
-	for i, p := range planes {
-		dst[i] = enc[p.Offset : p.Offset+p.Size]
-		if p.RowBytes == 0 {
-			copy(dst[i], e.TensorPlane(i))
-		}
-	}
-	if _, err := e.EncodeRows(dst, raw, 0, int64(rows)); err != nil {
 		return runtime.TensorData{}, err
 	}
 	return runtime.TensorData{Name: fmt.Sprintf("%s-%s-%dx%d", f, dt, rows, k), Format: f, DType: dt,
