@@ -10,8 +10,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	goruntime "runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/dgq-dev/dgq/layout"
 )
@@ -79,20 +81,43 @@ func Synthesize(ctx context.Context, o SynthOptions) (*SynthResult, error) {
 	for _, t := range tensors {
 		total += 2 * elements(t.Shape)
 	}
-	prog := ProgressOrNop(o.Progress)
+	prog := &lockedProgress{p: ProgressOrNop(o.Progress)}
 	prog.Start("synthesize", total)
-	gen := newHeavyTail(o.Seed)
+	// Shards are written concurrently (each tensor's stream is seeded by its
+	// name, so the bytes do not depend on the order).
 	weightMap := map[string]string{}
+	sizes := make([]int64, len(shards))
+	errs := make([]error, len(shards))
+	next := make(chan int, len(shards))
 	for i, shard := range shards {
-		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
-		n, err := writeSynthShard(ctx, st.Path(name), shard, gen, prog)
-		if err != nil {
-			return nil, err
-		}
-		res.Bytes += n
+		next <- i
 		for _, t := range shard {
-			weightMap[t.Name] = name
+			weightMap[t.Name] = synthShardName(i, len(shards))
 		}
+	}
+	close(next)
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range min(len(shards), goruntime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			gen := newHeavyTail(o.Seed)
+			for i := range next {
+				if sizes[i], errs[i] = writeSynthShard(sctx, st.Path(synthShardName(i, len(shards))), shards[i], gen, prog); errs[i] != nil {
+					cancel()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i := range shards {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		res.Bytes += sizes[i]
 	}
 	prog.Finish()
 	index, _ := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": res.Bytes}, "weight_map": weightMap}, "", "  ")
@@ -111,6 +136,10 @@ func Synthesize(ctx context.Context, o SynthOptions) (*SynthResult, error) {
 	}
 	ok = true
 	return res, nil
+}
+
+func synthShardName(i, n int) string {
+	return fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, n)
 }
 
 func elements(shape []int64) int64 {
