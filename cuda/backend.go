@@ -28,8 +28,8 @@ func Backend(dev *Device) runtime.Backend {
 type backend struct {
 	d       *Device
 	ops     *Ops
-	scratch *Buffer // f32 staging of a decoded weight for MatMulNT
-	ropeArg *Buffer // RoPE's positions (i32) and inverse frequencies (f32)
+	scratch *Buffer   // f32 staging of a decoded weight for MatMulNT
+	sc      opScratch // grow-only scratch of the ops of backend_ops.go
 }
 
 type cudaBuf struct {
@@ -172,11 +172,8 @@ func (c *backend) Close() error {
 		first = c.scratch.Free()
 		c.scratch = nil
 	}
-	if c.ropeArg != nil {
-		if err := c.ropeArg.Free(); err != nil && first == nil {
-			first = err
-		}
-		c.ropeArg = nil
+	if err := c.sc.free(); err != nil && first == nil {
+		first = err
 	}
 	if err := c.ops.Close(); err != nil && first == nil {
 		first = err
@@ -288,35 +285,19 @@ func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
 	return c.d.MatMulNT(co.b.Ptr(), ab.b.Ptr(), wp, m, n, k)
 }
 
-func (c *backend) RoPE(x runtime.Buf, rows, heads, headDim int, positions []int32, invFreq []float32) error {
-	if err := runtime.CheckRoPE(x, rows, heads, headDim, positions, invFreq); err != nil {
+func (c *backend) RoPE(x runtime.Buf, rows, heads, headDim, pos0 int, invFreq runtime.Buf) error {
+	if err := runtime.CheckRoPE(x, rows, heads, headDim, pos0, invFreq); err != nil {
 		return err
 	}
 	xb, err := c.buf(x)
 	if err != nil {
 		return err
 	}
-	// Positions then inverse frequencies, 4 bytes each, uploaded in stream
-	// order (after the work that may still read an earlier upload).
-	args := make([]byte, 4*(rows+len(invFreq)))
-	copy(args, Bytes(positions[:rows]))
-	copy(args[4*rows:], Bytes(invFreq))
-	if c.ropeArg == nil || c.ropeArg.Size() < int64(len(args)) {
-		if c.ropeArg != nil {
-			if err := c.ropeArg.Free(); err != nil {
-				return err
-			}
-			c.ropeArg = nil
-		}
-		if c.ropeArg, err = c.d.Alloc(int64(len(args))); err != nil {
-			return err
-		}
-	}
-	if err := c.ropeArg.Upload(args); err != nil {
+	fb, err := c.buf(invFreq)
+	if err != nil {
 		return err
 	}
-	p := c.ropeArg.Ptr()
-	return c.ops.RoPE(xb.b.Ptr(), p, p.Add(int64(4*rows)), rows, heads, headDim)
+	return c.ops.RoPE(xb.b.Ptr(), fb.b.Ptr(), rows, heads, headDim, pos0)
 }
 
 func (c *backend) Softcap(x runtime.Buf, n int, cp float32) error {

@@ -89,6 +89,14 @@ func (o *Ops) DequantQ4(out, enc Ptr, dt codecs.DType, mtx codecs.Matrix) error 
 	if len(planes) != 3 || mtx.Rows > 1<<31 || mtx.K > 1<<31 {
 		return fmt.Errorf("cuda: q4 tensor %d×%d not supported", mtx.Rows, mtx.K)
 	}
+	return o.dequantQ4(out, enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), enc.Add(planes[2].Offset), mtx)
+}
+
+// dequantQ4 queues dequant_q4_f32 over the planes of mtx.Rows rows.
+func (o *Ops) dequantQ4(out, codes, scales, biases Ptr, mtx codecs.Matrix) error {
+	if mtx.Elements() == 0 {
+		return nil
+	}
 	m, err := o.module("dequant.kern")
 	if err != nil {
 		return err
@@ -96,8 +104,7 @@ func (o *Ops) DequantQ4(out, enc Ptr, dt codecs.DType, mtx codecs.Matrix) error 
 	const block = 256
 	grid := o.gridFor(mtx.Rows*mtx.K/2, block)
 	return m.Launch("dequant_q4_f32", [3]uint32{grid, 1, 1}, [3]uint32{block, 1, 1}, 0,
-		enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), enc.Add(planes[2].Offset), out,
-		uint32(mtx.Rows), uint32(mtx.K))
+		codes, scales, biases, out, uint32(mtx.Rows), uint32(mtx.K))
 }
 
 // WidenBF16 queues dst[i] = f32(src[i]) for n bf16 values.

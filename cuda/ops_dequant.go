@@ -24,6 +24,25 @@ func CanDequant(f codecs.Format, dt codecs.DType) bool {
 // out, bit-exact with codecs.DecodeRows (NaN payloads aside: a NaN decodes to
 // a NaN, raw f16/bf16/f32 keep every bit).
 func (o *Ops) Dequant(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs.Matrix) error {
+	return o.DequantRows(out, enc, f, dt, mtx, 0, mtx.Rows)
+}
+
+// planePtrs returns the device addresses of the planes of rows r0… of a
+// tensor resident at enc: a row plane advanced by r0 rows, a tensor plane
+// (RowBytes 0, nvfp4's global scale) as it is.
+func planePtrs(enc Ptr, planes []codecs.Plane, r0 int64) []Ptr {
+	p := make([]Ptr, len(planes))
+	for i, pl := range planes {
+		p[i] = enc.Add(pl.Offset + r0*pl.RowBytes)
+	}
+	return p
+}
+
+// DequantRows queues the decoding of rows [r0, r0+n) of a stored tensor (as
+// Dequant) into n·K f32 values at out, bit-exact with codecs.DecodeRows of
+// those rows: every row plane is read from row r0 on, with the whole-tensor
+// kernels.
+func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs.Matrix, r0, n int64) error {
 	if !CanDequant(f, dt) {
 		return fmt.Errorf("cuda: no device decoder for %s %s", f, dt)
 	}
@@ -31,45 +50,91 @@ func (o *Ops) Dequant(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs
 	if err != nil {
 		return err
 	}
-	if mtx.Rows > 1<<31 || mtx.K > 1<<31 {
-		return fmt.Errorf("cuda: %s tensor %d×%d not supported", f, mtx.Rows, mtx.K)
+	if r0 < 0 || n < 0 || r0 > mtx.Rows-n {
+		return fmt.Errorf("cuda: rows %d…%d of a %d-row %s tensor", r0, r0+n-1, mtx.Rows, f)
 	}
-	n := mtx.Elements()
-	if n == 0 {
+	if n > 1<<31 || mtx.K > 1<<31 {
+		return fmt.Errorf("cuda: %s tensor %d×%d not supported", f, n, mtx.K)
+	}
+	sub := codecs.Matrix{Rows: n, K: mtx.K}
+	count := sub.Elements()
+	if count == 0 {
 		return nil
 	}
+	p := planePtrs(enc, planes, r0)
 	switch f {
 	case codecs.Raw:
 		switch dt {
 		case codecs.BF16:
-			return o.WidenBF16(out, enc, n)
+			return o.WidenBF16(out, p[0], count)
 		case codecs.F16:
-			return o.WidenF16(out, enc, n)
+			return o.WidenF16(out, p[0], count)
 		default:
-			dst := &Buffer{d: o.d, ptr: out, size: 4 * n}
-			src := &Buffer{d: o.d, ptr: enc, size: 4 * n}
-			return dst.CopyFrom(0, src, 0, 4*n)
+			dst := &Buffer{d: o.d, ptr: out, size: 4 * count}
+			src := &Buffer{d: o.d, ptr: p[0], size: 4 * count}
+			return dst.CopyFrom(0, src, 0, 4*count)
 		}
 	case codecs.Q4:
-		return o.DequantQ4(out, enc, dt, mtx)
+		return o.dequantQ4(out, p[0], p[1], p[2], sub)
 	}
 	m, err := o.module("dequant.kern")
 	if err != nil {
 		return err
 	}
 	const block = 256
-	rows, k := uint32(mtx.Rows), uint32(mtx.K)
+	rows, k := uint32(sub.Rows), uint32(sub.K)
 	switch f {
 	case codecs.Q8:
-		return m.Launch("dequant_q8_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), out, rows, k)
+		return m.Launch("dequant_q8_f32", [3]uint32{o.gridFor(count, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+			p[0], p[1], out, rows, k)
 	case codecs.NVFP4: // one thread per code byte (two values)
-		return m.Launch("dequant_nvfp4_f32", [3]uint32{o.gridFor(n/2, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), enc.Add(planes[2].Offset), out, rows, k)
+		return m.Launch("dequant_nvfp4_f32", [3]uint32{o.gridFor(count/2, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+			p[0], p[1], p[2], out, rows, k)
 	default: // Q5, Q6
-		return m.Launch("dequant_affine_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), enc.Add(planes[2].Offset), out,
-			rows, k, uint32(f.Bits()))
+		return m.Launch("dequant_affine_f32", [3]uint32{o.gridFor(count, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+			p[0], p[1], p[2], out, rows, k, uint32(f.Bits()))
+	}
+}
+
+// Embed queues out[t] = row ids[t] of a stored tensor (format f, dtype dt,
+// geometry mtx, resident at enc) decoded as DequantRows decodes it, times
+// scale rounded to f32, for t < n (dequant.kern's embed_* gathers). ids holds
+// n row indices as f32 values on the device; an id that is not an integer in
+// [0, Rows) gives a row of NaN (nothing is read out of bounds). Raw f32 is
+// also the format of a weight decoded to f32 at upload.
+func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs.Matrix, n int, scale float32) error {
+	if !CanDequant(f, dt) {
+		return fmt.Errorf("cuda: no device decoder for %s %s", f, dt)
+	}
+	planes, err := f.Planes(dt, mtx)
+	if err != nil {
+		return err
+	}
+	if mtx.Rows <= 0 || mtx.Rows > 1<<24 || mtx.K > 1<<31 || n < 0 || n > 1<<31 {
+		return fmt.Errorf("cuda: Embed of %d rows from a %d×%d %s tensor", n, mtx.Rows, mtx.K, f)
+	}
+	total := int64(n) * mtx.K
+	if total == 0 {
+		return nil
+	}
+	m, err := o.module("dequant.kern")
+	if err != nil {
+		return err
+	}
+	const block = 256
+	grid, blk := [3]uint32{o.gridFor(total, block), 1, 1}, [3]uint32{block, 1, 1}
+	rows, k, nn := uint32(mtx.Rows), uint32(mtx.K), uint32(n)
+	p := planePtrs(enc, planes, 0)
+	switch f {
+	case codecs.Raw:
+		kernel := map[codecs.DType]string{codecs.BF16: "embed_bf16_f32", codecs.F16: "embed_f16_f32", codecs.F32: "embed_f32"}[dt]
+		return m.Launch(kernel, grid, blk, 0, p[0], ids, out, rows, k, nn, scale)
+	case codecs.Q8:
+		return m.Launch("embed_q8_f32", grid, blk, 0, p[0], p[1], ids, out, rows, k, nn, scale)
+	case codecs.NVFP4:
+		return m.Launch("embed_nvfp4_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, nn, scale)
+	default: // Q4, Q5, Q6
+		return m.Launch("embed_affine_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, uint32(f.Bits()), nn, scale)
 	}
 }
 

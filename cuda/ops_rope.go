@@ -3,19 +3,23 @@ package cuda
 import "fmt"
 
 // RoPE queues the in-place rotation of x [rows][heads][hd] f32 (rope.kern):
-// pos holds rows i32 positions and invFreq hd/2 f32 inverse frequencies, both
-// on the device.
-func (o *Ops) RoPE(x, pos, invFreq Ptr, rows, heads, hd int) error {
-	if rows <= 0 || heads <= 0 || hd <= 0 || hd%2 != 0 || int64(rows)*int64(heads) > 1<<31-1 {
+// row r at position pos0 + r (pos0 + rows ≤ 2^24), invFreq the hd/2 f32
+// inverse frequencies on the device.
+func (o *Ops) RoPE(x, invFreq Ptr, rows, heads, hd, pos0 int) error {
+	if rows <= 0 || heads <= 0 || hd <= 0 || hd%2 != 0 || hd > 1<<30 || heads > 1<<30 {
 		return fmt.Errorf("cuda: RoPE of %d×%d×%d", rows, heads, hd)
+	}
+	if pos0 < 0 || int64(pos0)+int64(rows) > 1<<24 {
+		return fmt.Errorf("cuda: RoPE at positions %d…%d", pos0, pos0+rows-1)
 	}
 	m, err := o.module("rope.kern")
 	if err != nil {
 		return err
 	}
 	block := uint32(min(max((hd/2+31)/32*32, 32), 256))
-	return m.Launch("rope_f32", [3]uint32{uint32(rows * heads), 1, 1}, [3]uint32{block, 1, 1}, 0,
-		x, pos, invFreq, uint32(heads), uint32(hd))
+	groups := uint32(min(int64(rows)*int64(heads), 1<<24)) // the kernel strides over the rest
+	return m.Launch("rope_f32", [3]uint32{groups, 1, 1}, [3]uint32{block, 1, 1}, 0,
+		x, invFreq, uint32(rows), uint32(heads), uint32(hd), uint32(pos0))
 }
 
 // Softcap queues x[i] = cap·tanh(x[i]/cap) for n f32 values.

@@ -68,6 +68,8 @@ INLINE float dgq_simd_max(float v) {
 #define EXP(x) expf(x)
 #define LOG(x) logf(x)
 #define TANH(x) tanhf(x)
+#define COS(x) cosf(x)
+#define SIN(x) sinf(x)
 #define FMAX(a, b) fmaxf((a), (b))
 #define FMIN(a, b) fminf((a), (b))
 #define FABS(x) fabsf(x)

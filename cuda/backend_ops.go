@@ -1,0 +1,279 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/runtime"
+)
+
+// The backend's model-level ops (runtime.Backend): each checks its shapes
+// with the runtime's Check function, then only queues work on the device's
+// stream (kernels, device copies, cuBLAS). The exceptions: Categorical
+// uploads its rows' uniforms (a few bytes, waiting for the stream), and a
+// scratch buffer that must grow is reallocated (freeing the old one waits
+// for the stream).
+
+// opScratch is the grow-only device scratch of these ops, freed by Close.
+type opScratch struct {
+	attn    *Buffer // Attention's scores, then probabilities: Heads·Rows·span f32
+	probs   *Buffer // SoftEmbed's probabilities of a chunk of rows: rows·V f32
+	band    *Buffer // SoftEmbed's decoded band of table rows: rows·H f32
+	uniform *Buffer // Categorical's uniforms: rows f32
+}
+
+func (s *opScratch) free() error {
+	var first error
+	for _, b := range []**Buffer{&s.attn, &s.probs, &s.band, &s.uniform} {
+		if *b == nil {
+			continue
+		}
+		if err := (*b).Free(); err != nil && first == nil {
+			first = err
+		}
+		*b = nil
+	}
+	return first
+}
+
+// grow returns *b, first replaced by a new buffer of n bytes (n ≥ 1) when it
+// holds fewer.
+func (c *backend) grow(b **Buffer, n int64) (*Buffer, error) {
+	if *b != nil && (*b).Size() >= n {
+		return *b, nil
+	}
+	if *b != nil {
+		if err := (*b).Free(); err != nil {
+			return nil, err
+		}
+		*b = nil
+	}
+	nb, err := c.d.Alloc(max(n, 4))
+	if err != nil {
+		return nil, err
+	}
+	*b = nb
+	return nb, nil
+}
+
+// ptrs returns the device addresses of buffers of this backend.
+func (c *backend) ptrs(bufs ...runtime.Buf) ([]Ptr, error) {
+	p := make([]Ptr, len(bufs))
+	for i, b := range bufs {
+		cb, err := c.buf(b)
+		if err != nil {
+			return nil, err
+		}
+		p[i] = cb.b.Ptr()
+	}
+	return p, nil
+}
+
+func (c *backend) Copy(dst runtime.Buf, dstOff int, src runtime.Buf, srcOff int, n int) error {
+	if err := runtime.CheckCopy(dst, dstOff, src, srcOff, n); err != nil {
+		return err
+	}
+	db, err := c.buf(dst)
+	if err != nil {
+		return err
+	}
+	sb, err := c.buf(src)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return db.b.CopyFrom(4*int64(dstOff), sb.b, 4*int64(srcOff), 4*int64(n))
+}
+
+func (c *backend) AddScale(x, y runtime.Buf, n int, s float32) error {
+	if err := runtime.CheckElementwise("AddScale", n, x, y); err != nil {
+		return err
+	}
+	p, err := c.ptrs(x, y)
+	if err != nil {
+		return err
+	}
+	return c.ops.AddScale(p[0], p[1], int64(n), s)
+}
+
+func (c *backend) GeluMul(g, u runtime.Buf, n int) error {
+	if err := runtime.CheckElementwise("GeluMul", n, g, u); err != nil {
+		return err
+	}
+	p, err := c.ptrs(g, u)
+	if err != nil {
+		return err
+	}
+	return c.ops.GeluMul(p[0], p[1], int64(n))
+}
+
+func (c *backend) Temper(x runtime.Buf, n int, T float32) error {
+	if err := runtime.CheckTemper(x, n, T); err != nil {
+		return err
+	}
+	p, err := c.ptrs(x)
+	if err != nil {
+		return err
+	}
+	return c.ops.Temper(p[0], int64(n), T)
+}
+
+func (c *backend) RoundBF16(x runtime.Buf, n int) error {
+	if err := runtime.CheckElementwise("RoundBF16", n, x); err != nil {
+		return err
+	}
+	p, err := c.ptrs(x)
+	if err != nil {
+		return err
+	}
+	return c.ops.RoundBF16(p[0], int64(n))
+}
+
+// Embed gathers the rows on the device (Ops.Embed). The CPU refuses an id
+// that is not an integer in [0, Rows); here such an id, which the device
+// cannot report without a synchronization, gives a row of NaN.
+func (c *backend) Embed(out runtime.Buf, table runtime.Weight, ids runtime.Buf, rows int, scale float32) error {
+	if err := runtime.CheckEmbed(out, table, ids, rows); err != nil {
+		return err
+	}
+	p, err := c.ptrs(out, ids)
+	if err != nil {
+		return err
+	}
+	tw, err := c.weight(table)
+	if err != nil {
+		return err
+	}
+	f, dt := tw.f, tw.dt
+	if tw.f32 {
+		f, dt = codecs.Raw, codecs.F32
+	}
+	return c.ops.Embed(p[0], p[1], tw.b.Ptr(), f, dt, tw.geom, rows, scale)
+}
+
+// SoftEmbed's scratch bounds, in f32 values: the probabilities of at most
+// softProbs/V rows at a time (256 MiB: the 256 rows of a canvas over a
+// 262144-token vocabulary in one pass), and bands of at most softBand/H
+// decoded table rows (64 MiB).
+const (
+	softProbs = 1 << 26
+	softBand  = 1 << 24
+)
+
+// SoftEmbed computes, for each chunk of rows, P = softmax(logits) into
+// scratch (Ops.Softmax), then out = P·table with f32 SGEMMs over bands of
+// the table decoded into scratch (Ops.DequantRows; raw f32 in place), the
+// first band with β = 0 and the others accumulated with β = 1, then
+// multiplies by scale.
+func (c *backend) SoftEmbed(out, logits runtime.Buf, rows int, table runtime.Weight, scale float32) error {
+	if err := runtime.CheckSoftEmbed(out, logits, rows, table); err != nil {
+		return err
+	}
+	p, err := c.ptrs(out, logits)
+	if err != nil {
+		return err
+	}
+	tw, err := c.weight(table)
+	if err != nil {
+		return err
+	}
+	V, H := tw.Rows(), tw.Cols()
+	if H == 0 {
+		return nil
+	}
+	if V > math.MaxInt32 || H > math.MaxInt32 {
+		return fmt.Errorf("cuda: SoftEmbed over a %d×%d table", V, H)
+	}
+	chunk := max(1, min(rows, softProbs/V))
+	nb := max(1, min(V, softBand/H))
+	probs, err := c.grow(&c.sc.probs, 4*int64(chunk)*int64(V))
+	if err != nil {
+		return err
+	}
+	var band *Buffer
+	if !tw.f32 {
+		if band, err = c.grow(&c.sc.band, 4*int64(nb)*int64(H)); err != nil {
+			return err
+		}
+	}
+	for r0 := 0; r0 < rows; r0 += chunk {
+		n := min(chunk, rows-r0)
+		if err := c.ops.Softmax(probs.Ptr(), p[1].Add(4*int64(r0)*int64(V)), n, V); err != nil {
+			return err
+		}
+		// Row-major out[n][H] = P[n][V]·T[V][H] is, column-major,
+		// outᵀ (H×n) = Tᵀ (H×V, T's rows as columns, ld H) · Pᵀ (V×n, ld V).
+		o := p[0].Add(4 * int64(r0) * int64(H))
+		if tw.f32 {
+			if err := c.d.Sgemm(false, false, H, n, V, 1, tw.b.Ptr(), H, probs.Ptr(), V, 0, o, H); err != nil {
+				return err
+			}
+			continue
+		}
+		for v0 := 0; v0 < V; v0 += nb {
+			k := min(nb, V-v0)
+			if err := c.ops.DequantRows(band.Ptr(), tw.b.Ptr(), tw.f, tw.dt, tw.geom, int64(v0), int64(k)); err != nil {
+				return err
+			}
+			beta := float32(1)
+			if v0 == 0 {
+				beta = 0
+			}
+			if err := c.d.Sgemm(false, false, H, n, k, 1, band.Ptr(), H, probs.Ptr().Add(4*int64(v0)), V, beta, o, H); err != nil {
+				return err
+			}
+		}
+	}
+	if scale == 1 {
+		return nil // x·1 is x
+	}
+	return c.ops.Scale(p[0], int64(rows)*int64(H), scale)
+}
+
+func (c *backend) Attention(out, q, k, v runtime.Buf, a runtime.AttentionShape) error {
+	if err := runtime.CheckAttention(out, q, k, v, a); err != nil {
+		return err
+	}
+	p, err := c.ptrs(out, q, k, v)
+	if err != nil {
+		return err
+	}
+	s, err := c.grow(&c.sc.attn, AttentionScratch(a))
+	if err != nil {
+		return err
+	}
+	return c.ops.Attention(p[0], p[1], p[2], p[3], s.Ptr(), a)
+}
+
+// oneBelow is the largest float32 below 1.
+var oneBelow = math.Float32frombits(0x3f7fffff)
+
+// Categorical uploads the rows' uniforms as f32 (u rounded to the nearest
+// f32, at most the largest below 1) and draws on the device
+// (Ops.Categorical): compensated f32 sums where the CPU sums in float64, so
+// a draw differs from the CPU's only where u·Σw lies within ~1e-6 (relative)
+// of a cumulative weight.
+func (c *backend) Categorical(out, logits runtime.Buf, rows, v int, us []float64) error {
+	if err := runtime.CheckCategorical(out, logits, rows, v, us); err != nil {
+		return err
+	}
+	p, err := c.ptrs(out, logits)
+	if err != nil {
+		return err
+	}
+	u := make([]float32, rows)
+	for i, x := range us[:rows] {
+		u[i] = min(float32(x), oneBelow)
+	}
+	ub, err := c.grow(&c.sc.uniform, 4*int64(rows))
+	if err != nil {
+		return err
+	}
+	if err := ub.Upload(Bytes(u)); err != nil {
+		return err
+	}
+	return c.ops.Categorical(p[0], p[1], ub.Ptr(), rows, v)
+}
