@@ -22,12 +22,46 @@ import (
 // The backend does not own dev: Close releases its modules and scratch, not
 // the device.
 func Backend(dev *Device) runtime.Backend {
-	return &backend{d: dev, ops: NewOps(dev)}
+	return NewBackend(dev, BackendOptions{})
+}
+
+// Precision selects the arithmetic of a backend's matrix products.
+type Precision int
+
+const (
+	// PrecisionF32 (the default) computes every product in f32 from
+	// exactly decoded weights: the conformance suite's tolerances hold, and
+	// a pack's logits match the CPU reference to ~1e-4 (docs/cuda.md).
+	PrecisionF32 Precision = iota
+	// PrecisionBF16 rounds activations to bfloat16 for the tensor cores
+	// (weights decoded exactly, f32 accumulation, attention scores in TF32):
+	// the fast mode for real-shape speed, with bf16-level error.
+	PrecisionBF16
+)
+
+// String is "f32" or "bf16".
+func (p Precision) String() string {
+	if p == PrecisionBF16 {
+		return "bf16"
+	}
+	return "f32"
+}
+
+// BackendOptions tune NewBackend. The zero value is PrecisionF32.
+type BackendOptions struct {
+	Precision Precision
+}
+
+// NewBackend returns a runtime.Backend on dev with options o (Backend(dev)
+// is NewBackend(dev, BackendOptions{})).
+func NewBackend(dev *Device, o BackendOptions) runtime.Backend {
+	return &backend{d: dev, ops: NewOps(dev), fast: o.Precision == PrecisionBF16}
 }
 
 type backend struct {
 	d       *Device
 	ops     *Ops
+	fast    bool      // PrecisionBF16
 	scratch *Buffer   // f32 staging of a decoded weight for MatMulNT
 	sc      opScratch // grow-only scratch of the ops of backend_ops.go
 }

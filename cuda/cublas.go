@@ -8,7 +8,7 @@ import (
 
 // blasAPI is libcublas's entry points.
 type blasAPI struct {
-	create, destroy, setStream, sgemm, gemmEx, statusName uintptr
+	create, destroy, setStream, sgemm, gemmEx, gemmStridedBatchedEx, statusName uintptr
 }
 
 var (
@@ -30,6 +30,7 @@ func loadBLAS() error {
 			"cublasCreate_v2": &b.create, "cublasDestroy_v2": &b.destroy,
 			"cublasSetStream_v2": &b.setStream, "cublasSgemm_v2": &b.sgemm,
 			"cublasGemmEx": &b.gemmEx, "cublasGetStatusName": &b.statusName,
+			"cublasGemmStridedBatchedEx": &b.gemmStridedBatchedEx,
 		})
 	})
 	return blasErr
@@ -105,7 +106,6 @@ const (
 // with element types ta, tb, tc, accumulating in f32 (CUBLAS_COMPUTE_32F)
 // with the default algorithm. alpha and beta are f32.
 func (d *Device) GemmEx(transA, transB bool, m, n, k int, alpha float32, a Ptr, ta DataType, lda int, b Ptr, tb DataType, ldb int, beta float32, c Ptr, tc DataType, ldc int) error {
-	const compute32F = 68 // CUBLAS_COMPUTE_32F
 	const algoDefault = ^uintptr(0)
 	return d.do(func() error {
 		h, err := d.blasHandle()
@@ -117,6 +117,36 @@ func (d *Device) GemmEx(transA, transB bool, m, n, k int, alpha float32, a Ptr, 
 			uintptr(a), uintptr(ta), uintptr(lda), uintptr(b), uintptr(tb), uintptr(ldb),
 			uintptr(unsafe.Pointer(&beta)), uintptr(c), uintptr(tc), uintptr(ldc),
 			compute32F, algoDefault))
+	})
+}
+
+// Compute types of GemmStridedBatched.
+const (
+	compute32F         = 68 // CUBLAS_COMPUTE_32F: f32 arithmetic
+	compute32FFastTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32: f32 inputs rounded to TF32 for the tensor cores
+)
+
+// GemmStridedBatched queues batch f32 products C_i = alpha·op(A_i)·op(B_i) +
+// beta·C_i (cublasGemmStridedBatchedEx, column-major), A_i = a + i·strideA
+// elements and so on; tf32 lets cuBLAS round the inputs to TF32.
+func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, strideA int64,
+	b Ptr, ldb int, strideB int64, beta float32, c Ptr, ldc int, strideC int64, batch int, tf32 bool) error {
+	const algoDefault = ^uintptr(0)
+	compute := uintptr(compute32F)
+	if tf32 {
+		compute = compute32FFastTF32
+	}
+	return d.do(func() error {
+		h, err := d.blasHandle()
+		if err != nil {
+			return err
+		}
+		return blasCheck("cublasGemmStridedBatchedEx", ccall(blas.gemmStridedBatchedEx, h, op(transA), op(transB),
+			uintptr(m), uintptr(n), uintptr(k), uintptr(unsafe.Pointer(&alpha)),
+			uintptr(a), uintptr(R32F), uintptr(lda), uintptr(strideA),
+			uintptr(b), uintptr(R32F), uintptr(ldb), uintptr(strideB),
+			uintptr(unsafe.Pointer(&beta)), uintptr(c), uintptr(R32F), uintptr(ldc), uintptr(strideC),
+			uintptr(batch), compute, algoDefault))
 	})
 }
 

@@ -34,7 +34,9 @@ import (
 // Results are compared with the CPU backend by the conformance suite
 // (runtime/backendtest), with bounds scaled to float32:
 //
-//   - Upload, Download and Dequant: bit-exact (NaNs may differ in payload).
+//   - Upload, Download, Dequant, Copy, AddScale, Embed (every stored
+//     format), Temper and RoundBF16: bit-exact (NaNs may differ in
+//     payload).
 //   - RMSNorm: |y − ref| ≤ 2e-6·|ref| per value (f32 sums of the squares in
 //     any order; the reference sums them in float64).
 //   - MatMulNT: |c − ref| ≤ 1e-5·Σ_k |a[k]·w[k]| per value (f32 accumulation
@@ -45,6 +47,23 @@ import (
 //   - Softcap: within 2 ulp of the reference (f32 tanh of another library).
 //   - RowStats: entropy within 1e-5 absolute; argmax exact except on rows
 //     whose two largest tempered logits are within 1e-6 (not compared).
+//   - GeluMul: |y − ref| ≤ (2e-6·|gelu(x)| + 1e-7·|x|)·|u| per value, gelu
+//     exact (f32 tanh of another library; 1 + tanh cancels for large
+//     negative x).
+//   - SoftEmbed: |out − ref| ≤ (1e-5 + 2e-6)·scale·Σ_v p[v]·|table[v][i]|
+//     per value (f32 sums over the vocabulary in any order, 1e-5; each
+//     probability within 2e-6 relative, 2e-6).
+//   - Attention: |out − ref| ≤ 2e-6·(1 + S)·max_j|v_j| per value, S the
+//     largest Σ_d |q_d·k_jd| and max_j|v_j| the largest |value| over the
+//     keys the query sees (f32 scores err by a few ε·S and softmax turns a
+//     score error δ into at most 2δ·max|v|; exp, the sums and the
+//     normalization add a few ε·max|v|).
+//   - MoE: |out − ref| ≤ 1e-4·max|ref row| + 1e-6 per value; rows whose
+//     K-th and (K+1)-th router probabilities are within 1e-5 (another
+//     expert may be chosen) not compared.
+//   - Categorical: the reference's index, except that a draw across a
+//     cumulative weight c is accepted when the target u·Σw is within 1e-5·c
+//     of every c between the two draws (float64 cumulative sums).
 //
 // # Growth
 //
@@ -94,12 +113,12 @@ type Backend interface {
 	MatMulNT(c, a Buf, w Weight, m int) error
 
 	// RoPE rotates x [rows][heads][headDim] in place (MODEL_SPEC §3.1.3):
-	// every head of row r at position positions[r], split-half pairs
+	// every head of row r at position pos0 + r, split-half pairs
 	// (j, j+headDim/2), angle f32(p)·invFreq[j] as an f32 product, cos and
 	// sin rounded to f32, y = x·cos + rotate_half(x)·sin with each product
-	// rounded to f32. invFreq holds headDim/2 values (RoPEInvFreq; zero for
-	// the pairs a proportional rope leaves alone); positions holds rows.
-	RoPE(x Buf, rows, heads, headDim int, positions []int32, invFreq []float32) error
+	// rounded to f32. invFreq holds headDim/2 values (RoPEInvFreq, uploaded
+	// once; zero for the pairs a proportional rope leaves alone).
+	RoPE(x Buf, rows, heads, headDim, pos0 int, invFreq Buf) error
 	// Softcap replaces the first n values z of x by cap·tanh(z/cap) in f32
 	// (MODEL_SPEC §3.7).
 	Softcap(x Buf, n int, cap float32) error
@@ -108,6 +127,85 @@ type Backend interface {
 	// output, MODEL_SPEC §4.3.5) and to argmax[r] the first index of the
 	// largest z/T, as a float32 value. T > 0.
 	RowStats(logits Buf, rows, v int, temperature float32, entropy Buf, argmax Buf) error
+
+	// Copy copies n values from src[srcOff…] to dst[dstOff…] (the ranges
+	// must not overlap when src is dst).
+	Copy(dst Buf, dstOff int, src Buf, srcOff int, n int) error
+	// AddScale writes x[i] = (x[i] + y[i])·s for i < n, the sum and the
+	// product each rounded to f32 (s = 1: a residual add).
+	AddScale(x, y Buf, n int, s float32) error
+	// GeluMul writes g[i] = gelu(g[i])·u[i] for i < n: PyTorch's tanh GELU
+	// (MODEL_SPEC §3.1.2) rounded to f32, then the f32 product.
+	GeluMul(g, u Buf, n int) error
+	// Embed writes out[t] = table[ids[t]]·scale for t < rows: the row
+	// decoded exactly as Dequant does, each value times scale rounded to
+	// f32 (MODEL_SPEC §3.1.4). ids holds row indices as float32 values.
+	Embed(out Buf, table Weight, ids Buf, rows int, scale float32) error
+	// SoftEmbed writes out[r] = (Σ_v p_r[v]·table[v])·scale for r < rows,
+	// p_r = softmax(logits[r]) over the table's V = Rows rows (f32 exp of
+	// x − max, the f32 sum's reciprocal times each), table [V][H] decoded
+	// as Dequant does (MODEL_SPEC §3.9 step 2, the soft embedding).
+	SoftEmbed(out, logits Buf, rows int, table Weight, scale float32) error
+	// Attention is scaled-by-1 dot-product attention with grouped KV heads
+	// (MODEL_SPEC §3.3): for query row t < a.Rows and head h < a.Heads,
+	// out[t][h] = Σ_j softmax_j(q[t][h]·k[j][g]) v[j][g] over the visible
+	// key rows j (AttentionShape), g = h / (Heads/KVHeads). q and out are
+	// [Rows][Heads·HeadDim], k and v hold key rows of KVHeads·HeadDim. The
+	// scores and the softmax are f32.
+	Attention(out, q, k, v Buf, a AttentionShape) error
+	// MoE is one layer's routed-experts branch (MODEL_SPEC §3.4, §3.5) for
+	// rows tokens: the router on the raw residual x, the experts on the
+	// normed input u, out[t] = Σ_j w_j·down_e(gelu(gate_e(u[t]))⊙up_e(u[t]))
+	// summed over the top-k slots in order (MoEWeights).
+	MoE(out, u, x Buf, rows int, w MoEWeights) error
+
+	// Temper divides the first n values by T (TemperRow: one f32 division
+	// each).
+	Temper(x Buf, n int, T float32) error
+	// RoundBF16 rounds the first n values to the nearest bfloat16 (ties to
+	// even, NaN kept), stored as float32.
+	RoundBF16(x Buf, n int) error
+	// Categorical writes to out[r], for each row r < rows of v tempered
+	// logits, the index drawn from softmax(row) with the uniform us[r] in
+	// [0, 1): the first index whose cumulative weight exp(z − max) exceeds
+	// us[r]·Σ weights (indices of weight 0 skipped; the last positive one
+	// if none), as a float32 value (docs/sampler.md).
+	Categorical(out, logits Buf, rows, v int, us []float64) error
+}
+
+// AttentionShape says which key rows each query of Attention sees. Key row
+// j is the absolute position j of the sequence.
+//
+//   - Bidirectional (Causal false): every query sees rows KeyStart ≤ j <
+//     KeyEnd.
+//   - Causal: query t sits at position p = QueryPos + t and sees rows
+//     lo ≤ j ≤ p, where lo is KeyStart, raised to p − Window + 1 when
+//     Window > 0 (a sliding layer hides keys at or before p − W).
+type AttentionShape struct {
+	Rows, Heads, KVHeads, HeadDim int
+	KeyStart, KeyEnd              int
+	Causal                        bool
+	QueryPos                      int
+	Window                        int
+}
+
+// MoEWeights are one layer's router and experts for Backend.MoE.
+//
+// Router (MODEL_SPEC §3.4): r = RMSNorm(x[t]) unscaled, r_i = (r_i ·
+// RouterScale[i])·RouterRoot, logits = r·Routerᵀ ([E]), p = softmax(logits)
+// in f32; the TopK experts of largest p (ties to the lower index) in
+// descending order; w_j = (p_j / f32(Σ_j p_j))·PerExpertScale[e_j].
+//
+// Experts (MODEL_SPEC §3.5): GateUp is [E·2F][H], expert e's gate rows
+// e·2F…e·2F+F−1 followed by its F up rows; Down is [E·H][F], expert e's rows
+// e·H…e·H+H−1. y_j = down_e(gelu(gate_e(u))·up_e(u)) and out[t] = Σ_j
+// f32(y_j·w_j) summed in slot order in f32.
+type MoEWeights struct {
+	Router                      Weight
+	RouterScale, PerExpertScale Buf
+	RouterRoot, Eps             float32
+	GateUp, Down                Weight
+	TopK                        int
 }
 
 // Caps describes a backend.
@@ -218,20 +316,18 @@ func RoPEInvFreq(p layout.RopeParams, headDim int) ([]float32, error) {
 }
 
 // CheckRoPE validates RoPE's shapes for any backend.
-func CheckRoPE(x Buf, rows, heads, headDim int, positions []int32, invFreq []float32) error {
-	if x == nil {
+func CheckRoPE(x Buf, rows, heads, headDim, pos0 int, invFreq Buf) error {
+	if x == nil || invFreq == nil {
 		return fmt.Errorf("runtime: RoPE: nil buffer")
 	}
 	if rows <= 0 || heads <= 0 || headDim <= 0 || headDim%2 != 0 {
 		return fmt.Errorf("runtime: RoPE of %d×%d×%d", rows, heads, headDim)
 	}
-	if len(positions) < rows || len(invFreq) != headDim/2 {
-		return fmt.Errorf("runtime: RoPE of %d rows, head dim %d: %d positions, %d inverse frequencies", rows, headDim, len(positions), len(invFreq))
+	if invFreq.Len() < headDim/2 {
+		return fmt.Errorf("runtime: RoPE of head dim %d: %d inverse frequencies", headDim, invFreq.Len())
 	}
-	for _, p := range positions[:rows] {
-		if p < 0 || p > 1<<24 {
-			return fmt.Errorf("runtime: RoPE at position %d", p)
-		}
+	if pos0 < 0 || pos0+rows > 1<<24 {
+		return fmt.Errorf("runtime: RoPE at positions %d…%d", pos0, pos0+rows-1)
 	}
 	if x.Len()/(heads*headDim) < rows {
 		return fmt.Errorf("runtime: RoPE of %d×%d×%d: x holds %d values", rows, heads, headDim, x.Len())

@@ -168,20 +168,25 @@ func (c *cpuBackend) MatMulNT(cb, a Buf, w Weight, m int) error {
 	return nil
 }
 
-func (c *cpuBackend) RoPE(x Buf, rows, heads, headDim int, positions []int32, invFreq []float32) error {
-	if err := CheckRoPE(x, rows, heads, headDim, positions, invFreq); err != nil {
+func (c *cpuBackend) RoPE(x Buf, rows, heads, headDim, pos0 int, invFreq Buf) error {
+	if err := CheckRoPE(x, rows, heads, headDim, pos0, invFreq); err != nil {
 		return err
 	}
 	xv, err := cpuBufOf(x)
 	if err != nil {
 		return err
 	}
-	r := &rope{hd: headDim, invFreq: invFreq}
+	inv, err := cpuBufOf(invFreq)
+	if err != nil {
+		return err
+	}
+	r := &rope{hd: headDim, invFreq: inv[:headDim/2]}
+	cos, sin := r.table(pos0, rows)
+	half := headDim / 2
 	for row := range rows {
-		cos, sin := r.table(int(positions[row]), 1)
 		for h := range heads {
 			o := (row*heads + h) * headDim
-			applyRope(xv[o:o+headDim], cos, sin)
+			applyRope(xv[o:o+headDim], cos[row*half:(row+1)*half], sin[row*half:(row+1)*half])
 		}
 	}
 	return nil

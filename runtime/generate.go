@@ -105,26 +105,30 @@ func (m *Model) Generate(ctx context.Context, prompt []int, gc *GenerationConfig
 
 // genRun is the state of one Generate call.
 type genRun struct {
-	ctx     context.Context
-	m       genModel
-	cache   *Cache
-	gc      GenerationConfig // MaxDenoisingSteps is the effective N
-	o       GenerateOptions
-	rng     *genRNG
-	V       int
-	workers int
-	bf16SC  bool
-	steps   int
+	ctx   context.Context
+	s     stepper
+	gc    GenerationConfig // MaxDenoisingSteps is the effective N
+	o     GenerateOptions
+	rng   *genRNG
+	V     int
+	steps int
 }
 
+// generate runs the loop on a model that returns its logits to the host.
 func generate(ctx context.Context, m genModel, prompt []int, gc *GenerationConfig, o GenerateOptions) (*Generation, error) {
+	return generateWith(ctx, m.Config(), newLogitStepper(m), prompt, gc, o)
+}
+
+// generateWith is Generate for any stepper: the loop, the lengths, the RNG
+// and the stop rules are the host's; the forward and the per-position
+// statistics are the stepper's.
+func generateWith(ctx context.Context, cfg *layout.Config, s stepper, prompt []int, gc *GenerationConfig, o GenerateOptions) (*Generation, error) {
 	if gc == nil {
 		gc = DefaultGenerationConfig()
 	}
 	if err := gc.validate(); err != nil {
 		return nil, err
 	}
-	cfg := m.Config()
 	V, C := cfg.Text.VocabSize, cfg.CanvasLength
 	switch {
 	case V < 1 || C < 1:
@@ -157,13 +161,14 @@ func generate(ctx context.Context, m genModel, prompt []int, gc *GenerationConfi
 	}
 	maxLength := P + maxNew
 
-	r := &genRun{ctx: ctx, m: m, cache: m.NewCache(), gc: *gc, o: o, rng: newGenRNG(o.Seed), V: V, workers: sampWorkers(m)}
+	r := &genRun{ctx: ctx, s: s, gc: *gc, o: o, rng: newGenRNG(o.Seed), V: V}
 	if o.MaxSteps > 0 {
 		r.gc.MaxDenoisingSteps = o.MaxSteps
 	}
-	if sr, ok := m.(genSCRounder); ok {
-		r.bf16SC = sr.scLogitsBF16()
+	if err := s.start(); err != nil {
+		return nil, err
 	}
+	defer s.close()
 
 	g := &Generation{}
 	pending := prompt // the ids the next block prefills: the prompt, then the previous block
@@ -172,7 +177,7 @@ func generate(ctx context.Context, m genModel, prompt []int, gc *GenerationConfi
 		if err := ctx.Err(); err != nil {
 			return r.canceled(g, err)
 		}
-		if _, err := m.Prefill(r.cache, pending); err != nil {
+		if err := s.prefill(pending); err != nil {
 			return nil, fmt.Errorf("runtime: generate: block %d prefill: %w", b, err)
 		}
 		a, err := r.block(b, C)
@@ -225,9 +230,9 @@ func (r *genRun) block(b, C int) ([]int, error) {
 	V, N, S := r.V, r.gc.MaxDenoisingSteps, r.gc.StabilityThreshold
 	canvas := make([]int, C)
 	r.rng.ids(canvas, V)
-	var sc []float32 // no self-conditioning on the first step
+	sc := scNone // no self-conditioning on the first step
 	if r.o.FirstStepSC {
-		sc = genOneHotSC(canvas, V)
+		sc = scOneHot
 	}
 	var (
 		hist    [][]int // the previous min(S, N) argmax canvases, oldest first
@@ -244,18 +249,14 @@ func (r *genRun) block(b, C int) ([]int, error) {
 			return nil, err
 		}
 		cur := N - k + 1
-		z, err := r.m.Denoise(r.cache, canvas, sc, nil)
+		T := Temperature(&r.gc, cur)
+		a = make([]int, C)
+		// RNG: C categorical draws, then C uniform ids (transformers' order).
+		r.rng.uniforms(us)
+		draw, err := r.s.step(canvas, sc, T, us, ent, a)
 		if err != nil {
 			return nil, fmt.Errorf("runtime: generate: block %d step %d: %w", b, k, err)
 		}
-		if len(z) != C*V {
-			return nil, fmt.Errorf("%w: generate: block %d step %d: the model returned %d logits, want %d×%d", ErrInput, b, k, len(z), C, V)
-		}
-		T := Temperature(&r.gc, cur)
-		a = make([]int, C)
-		sampStepStats(z, C, V, T, r.workers, ent, a) // z is now Z/T
-		// RNG: C categorical draws, then C uniform ids (transformers' order).
-		r.rng.uniforms(us)
 		mask := AcceptMask(ent, bound)
 		r.rng.ids(noise, V)
 		next := make([]int, C)
@@ -267,7 +268,7 @@ func (r *genRun) block(b, C int) ([]int, error) {
 			case r.o.ArgmaxAccept:
 				next[i] = a[i]
 			default:
-				next[i] = sampCategorical(z[i*V:(i+1)*V], us[i])
+				next[i] = draw(i)
 			}
 			if mask[i] {
 				accepted++
@@ -308,13 +309,8 @@ func (r *genRun) block(b, C int) ([]int, error) {
 		if stop {
 			break
 		}
-		// Self-conditioning for the next step: the tempered logits.
-		if r.bf16SC {
-			for i, v := range z {
-				z[i] = sampRoundBF16(v)
-			}
-		}
-		sc, canvas = z, next
+		// Self-conditioning for the next step: this step's tempered logits.
+		sc, canvas = scPrev, next
 	}
 	return a, nil
 }

@@ -28,12 +28,20 @@ type ParityCase struct {
 	ArgmaxAgree float64
 	Pass        bool
 	Tolerance   float64 // the max-abs bound applied (0 for integer references)
+	// VsCPU is the max abs difference from the CPU runtime's output for the
+	// same scenario (float tensors of a run on another backend; −1 when
+	// not compared).
+	VsCPU float64
 }
 
 // ParityReport is the result of Parity: Pass when every case passes.
 type ParityReport struct {
 	Pass  bool
 	Cases []ParityCase
+	// Backend ran the scenarios ("cpu": Model itself); for another backend
+	// every float tensor is also compared with the CPU runtime's
+	// (ParityCase.VsCPU, bounded by Bounds.VsCPU).
+	Backend string
 }
 
 // Bounds are the tolerances of a parity run.
@@ -44,6 +52,9 @@ type Bounds struct {
 	// reference entries (accept mask, argmax) that may differ; 0 demands
 	// identity.
 	Mismatch float64
+	// VsCPU bounds a non-cpu backend's max abs difference from the CPU
+	// runtime on every float tensor (logits, hidden states, entropies).
+	VsCPU float64
 }
 
 // ArgmaxTieGap is the reference logit gap below which a differing argmax
@@ -76,6 +87,57 @@ type refMeta struct {
 // integer references are compared entry by entry. refPath is the directory
 // holding both files, or the path of either one.
 func Parity(m *Model, refPath string, bounds Bounds) (*ParityReport, error) {
+	return parityAt(m, m.sequence(), refPath, bounds, nil)
+}
+
+// Parity runs the reference scenarios (Parity) on the engine's backend,
+// and the same scenarios on the CPU runtime (the engine's Model): each float
+// case's VsCPU is the largest difference between the two, which must stay
+// within bounds.VsCPU.
+func (e *Engine) Parity(refPath string, bounds Bounds) (*ParityReport, error) {
+	cpu := map[string][]float32{}
+	if _, err := parityAt(e.m, e.m.sequence(), refPath, bounds, cpu); err != nil {
+		return nil, err
+	}
+	s := e.sequence()
+	defer s.release()
+	got := map[string][]float32{}
+	r, err := parityAt(e.m, s, refPath, bounds, got)
+	if err != nil {
+		return nil, err
+	}
+	r.Backend = e.b.Name()
+	for i := range r.Cases {
+		c := &r.Cases[i]
+		g, ok := got[c.Name]
+		if !ok {
+			continue
+		}
+		c.VsCPU = maxAbsDiff32(g, cpu[c.Name])
+		if !(c.VsCPU <= bounds.VsCPU) {
+			c.Pass, r.Pass = false, false
+		}
+	}
+	return r, nil
+}
+
+// maxAbsDiff32 is max |a − b| (+Inf when the lengths differ, NaN-poisoned).
+func maxAbsDiff32(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var d float64
+	for i := range a {
+		e := math.Abs(float64(a[i]) - float64(b[i]))
+		if e != e {
+			return math.NaN()
+		}
+		d = max(d, e)
+	}
+	return d
+}
+
+func parityAt(m *Model, seq sequence, refPath string, bounds Bounds, out map[string][]float32) (*ParityReport, error) {
 	dir := refPath
 	if st, err := os.Stat(refPath); err == nil && !st.IsDir() {
 		dir = filepath.Dir(refPath)
@@ -88,7 +150,7 @@ func Parity(m *Model, refPath string, bounds Bounds) (*ParityReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parityFromBytes(m, metaRaw, refRaw, bounds)
+	return parityOn(m, seq, metaRaw, refRaw, bounds, out)
 }
 
 // maxReferenceBytes bounds reference.safetensors (the fixtures' are ~0.2–1 MB).
@@ -97,6 +159,12 @@ const maxReferenceBytes = 1 << 30
 // parityFromBytes runs Parity on the contents of reference.json and
 // reference.safetensors (untrusted input: fuzzed).
 func parityFromBytes(m *Model, metaRaw, refRaw []byte, bounds Bounds) (*ParityReport, error) {
+	return parityOn(m, m.sequence(), metaRaw, refRaw, bounds, nil)
+}
+
+// parityOn runs the scenarios on seq; out, when not nil, receives every
+// float output by reference name.
+func parityOn(m *Model, seq sequence, metaRaw, refRaw []byte, bounds Bounds, out map[string][]float32) (*ParityReport, error) {
 	var meta refMeta
 	if err := json.Unmarshal(metaRaw, &meta); err != nil {
 		return nil, fmt.Errorf("%w: reference.json: %v", ErrReference, err)
@@ -105,7 +173,7 @@ func parityFromBytes(m *Model, metaRaw, refRaw []byte, bounds Bounds) (*ParityRe
 	if err != nil {
 		return nil, err
 	}
-	return runParity(m, refs, meta, bounds)
+	return runParity(m, seq, refs, meta, bounds, out)
 }
 
 // readCapped reads a file of at most max bytes.
@@ -195,7 +263,7 @@ func (r *parityRun) has(name string) bool { _, ok := r.refs[name]; return ok }
 // inputs are the id tensors the scenarios consume.
 var parityInputs = []string{"prompt_ids", "canvas1_ids", "canvas2_ids", "block1_ids", "canvas3_ids"}
 
-func runParity(m *Model, refs map[string]refTensor, meta refMeta, bounds Bounds) (*ParityReport, error) {
+func runParity(m *Model, seq sequence, refs map[string]refTensor, meta refMeta, bounds Bounds, out map[string][]float32) (*ParityReport, error) {
 	r := &parityRun{m: m, refs: refs, f: map[string][]float32{}, i: map[string][]int64{}}
 	prompt, err := r.ids("prompt_ids", -1)
 	if err != nil {
@@ -217,12 +285,11 @@ func runParity(m *Model, refs map[string]refTensor, meta refMeta, bounds Bounds)
 		temp = float32(*meta.TemperatureStep1)
 	}
 
-	cache := m.NewCache()
-	if r.f["prefill_last_hidden"], err = m.Prefill(cache, prompt); err != nil {
+	if r.f["prefill_last_hidden"], err = seq.prefill(prompt); err != nil {
 		return nil, err
 	}
 	var hidden [][]float32
-	logits1, err := m.Denoise(cache, canvas1, nil, &hidden)
+	logits1, err := seq.denoise(canvas1, nil, &hidden)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +329,7 @@ func runParity(m *Model, refs map[string]refTensor, meta refMeta, bounds Bounds)
 		if ref, ok := r.refs["sc2_logits"]; ok && len(ref.f) == len(sc2) {
 			sc = ref.f
 		}
-		if r.f["logits2"], err = m.Denoise(cache, canvas2, sc, nil); err != nil {
+		if r.f["logits2"], err = seq.denoise(canvas2, sc, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -271,7 +338,7 @@ func runParity(m *Model, refs map[string]refTensor, meta refMeta, bounds Bounds)
 		if err != nil {
 			return nil, err
 		}
-		if r.f["block1_last_hidden"], err = m.Prefill(cache, block1); err != nil {
+		if r.f["block1_last_hidden"], err = seq.prefill(block1); err != nil {
 			return nil, err
 		}
 		if r.has("canvas3_ids") {
@@ -279,9 +346,14 @@ func runParity(m *Model, refs map[string]refTensor, meta refMeta, bounds Bounds)
 			if err != nil {
 				return nil, err
 			}
-			if r.f["logits3"], err = m.Denoise(cache, canvas3, nil, nil); err != nil {
+			if r.f["logits3"], err = seq.denoise(canvas3, nil, nil); err != nil {
 				return nil, err
 			}
+		}
+	}
+	for k, v := range r.f {
+		if out != nil {
+			out[k] = v
 		}
 	}
 	return r.compare(bounds)
@@ -296,7 +368,7 @@ func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
 		}
 	}
 	slices.Sort(names)
-	rep := &ParityReport{Pass: true}
+	rep := &ParityReport{Pass: true, Backend: "cpu"}
 	var errs []error
 	for _, n := range names {
 		ref := r.refs[n]
@@ -325,6 +397,7 @@ func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
 			}
 			c = compareInt(n, got, ref.i, bounds)
 		}
+		c.VsCPU = -1
 		rep.Cases = append(rep.Cases, c)
 		rep.Pass = rep.Pass && c.Pass
 	}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,34 +20,59 @@ var ErrRun = errors.New("runtime: cannot run")
 // checked by the overlay loader), the bound model, and the pack's tokenizer
 // and generation config when it carries them.
 type Session struct {
-	Pack      *dgq.Pack
-	Model     *Model
+	Pack  *dgq.Pack
+	Model *Model
+	// Engine runs the model on the backend LoadOptions named (nil for
+	// "cpu": Model itself runs).
+	Engine    *Engine
 	Tokenizer *tokenizer.Tokenizer // nil when the pack has no tokenizer.json
 	GenConfig *GenerationConfig
 	tokCfg    []byte // tokenizer_config.json, for the chat format
+	backend   Backend
 }
 
 // LoadOptions configures Load.
 type LoadOptions struct {
 	Workers     int  // forward-pass goroutines; 0 = all cores
 	SkipDigests bool // trust the pack's digests instead of verifying them at load
+	// Backend names the compute backend (OpenBackend): "" or "cpu" runs
+	// Model on the host; another opens it and uploads the weights.
+	Backend string
+	// Precision is the backend's BackendConfig.Precision ("" = f32).
+	Precision string
 }
 
 // Load opens any pack (self-contained or layered) through the overlay
 // loader and binds the text model.
 func Load(dir string, o LoadOptions) (*Session, error) {
+	var be Backend
+	if o.Backend != "" && o.Backend != "cpu" || o.Precision != "" && o.Precision != "f32" {
+		// Open the device first: a machine without one fails at once.
+		var err error
+		if be, err = OpenBackend(cmp.Or(o.Backend, "cpu"), BackendConfig{Precision: o.Precision}); err != nil {
+			return nil, err
+		}
+	}
 	p, err := overlay.OpenWith(dir, overlay.Options{SkipDigests: o.SkipDigests})
 	if err != nil {
+		if be != nil {
+			be.Close()
+		}
 		return nil, err
 	}
-	s := &Session{Pack: p}
+	s := &Session{Pack: p, backend: be}
 	fail := func(err error) (*Session, error) {
-		p.Close()
+		s.Close()
 		return nil, err
 	}
 	w := PackWeights(p)
 	if s.Model, err = BindWithOptions(w, Options{Workers: o.Workers}); err != nil {
 		return fail(err)
+	}
+	if be != nil {
+		if s.Engine, err = NewEngine(s.Model, be); err != nil {
+			return fail(err)
+		}
 	}
 	s.GenConfig = DefaultGenerationConfig()
 	if data, err := w.ReadFile("generation_config.json"); err == nil {
@@ -65,8 +91,29 @@ func Load(dir string, o LoadOptions) (*Session, error) {
 	return s, nil
 }
 
-// Close releases the pack.
-func (s *Session) Close() error { return s.Pack.Close() }
+// Close releases the engine, its backend and the pack.
+func (s *Session) Close() error {
+	var errs []error
+	if s.Engine != nil {
+		errs = append(errs, s.Engine.Close())
+		s.Engine = nil
+	}
+	if s.backend != nil {
+		errs = append(errs, s.backend.Close())
+		s.backend = nil
+	}
+	errs = append(errs, s.Pack.Close())
+	return errors.Join(errs...)
+}
+
+// Generate runs Generate on the session's engine, or on Model when the
+// backend is the CPU.
+func (s *Session) Generate(ctx context.Context, prompt []int, o GenerateOptions) (*Generation, error) {
+	if s.Engine != nil {
+		return s.Engine.Generate(ctx, prompt, s.GenConfig, o)
+	}
+	return s.Model.Generate(ctx, prompt, s.GenConfig, o)
+}
 
 // RunOptions configures Run.
 type RunOptions struct {
@@ -100,7 +147,7 @@ func (s *Session) Run(ctx context.Context, o RunOptions) (*RunResult, error) {
 		}
 	}
 	start := time.Now()
-	g, err := s.Model.Generate(ctx, ids, s.GenConfig, o.Generation)
+	g, err := s.Generate(ctx, ids, o.Generation)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +177,14 @@ func ParityRun(dir, reference string, o LoadOptions) (*ParityReport, Bounds, err
 	}
 	defer s.Close()
 	b := DefaultBounds(s.Model.WeightFormat())
-	r, err := Parity(s.Model, reference, b)
+	if s.Engine == nil {
+		r, err := Parity(s.Model, reference, b)
+		return r, b, err
+	}
+	if o.Precision == "bf16" {
+		b.VsCPU = VsCPUBF16
+	}
+	r, err := s.Engine.Parity(reference, b)
 	return r, b, err
 }
 

@@ -21,6 +21,7 @@ const (
 	exitInvalid  = 3 // invalid or corrupt input: source snapshot, config, pack; audit findings
 	exitStale    = 4 // stale or incomplete Hugging Face cache: repo/revision not cached, pinned shard missing or changed
 	exitIO       = 5 // I/O failure: unreadable/unwritable files, disk full
+	exitBackend  = 6 // the compute backend cannot run here (no GPU, a library missing)
 	exitCanceled = 130
 )
 
@@ -40,6 +41,7 @@ func usageErr(err error) error { return &codedError{err: err, code: exitUsage} }
 var usageErrors = []error{
 	dgq.ErrUsage, dgq.ErrExists, layout.ErrProfile, layout.ErrTarget, layout.ErrLocked,
 	layout.ErrExpertFormats, layout.ErrOverrideSyntax, layout.ErrDuplicateSet, codecs.ErrUnknownFormat,
+	runtime.ErrUnknownBackend,
 }
 
 var invalidErrors = []error{
@@ -59,6 +61,9 @@ func exitCode(err error) int {
 	}
 	if errors.Is(err, context.Canceled) {
 		return exitCanceled
+	}
+	if errors.Is(err, runtime.ErrBackendUnavailable) {
+		return exitBackend
 	}
 	for _, target := range staleErrors {
 		if errors.Is(err, target) {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	_ "github.com/dgq-dev/dgq/cuda" // registers --backend cuda
 )
 
 func main() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime/debug"
 	"text/tabwriter"
 	"time"
@@ -177,23 +178,50 @@ type parityCaseJSON struct {
 	ArgmaxAgree float64 `json:"argmax_agree"`
 	Tolerance   float64 `json:"tolerance"`
 	Pass        bool    `json:"pass"`
+	// VsCPU is the max abs difference from the CPU runtime (other backends
+	// only; absent when it is not finite — the case then fails).
+	VsCPU *float64 `json:"max_abs_vs_cpu,omitempty"`
 }
 
 func parityJSON(r *runtime.ParityReport, b runtime.Bounds) any {
 	cases := make([]parityCaseJSON, len(r.Cases))
 	for i, c := range r.Cases {
-		cases[i] = parityCaseJSON{c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, c.Pass}
+		cases[i] = parityCaseJSON{c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, c.Pass, nil}
+		if c.VsCPU >= 0 && !math.IsInf(c.VsCPU, 0) {
+			v := c.VsCPU
+			cases[i].VsCPU = &v
+		}
 	}
-	return map[string]any{"pass": r.Pass, "cases": cases, "bounds": map[string]float64{"logits": b.Logits, "hidden": b.Hidden, "mismatch": b.Mismatch}}
+	bounds := map[string]float64{"logits": b.Logits, "hidden": b.Hidden, "mismatch": b.Mismatch}
+	if r.Backend != "cpu" {
+		bounds["vs_cpu"] = b.VsCPU
+	}
+	return map[string]any{"pass": r.Pass, "backend": r.Backend, "cases": cases, "bounds": bounds}
 }
 
 func renderParity(w io.Writer, r *runtime.ParityReport, b runtime.Bounds) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tmax abs err\tmean abs err\tcosine\targmax agree\ttolerance\t\t")
+	vs := r.Backend != "cpu"
+	head := "case\tmax abs err\tmean abs err\tcosine\targmax agree\ttolerance\t"
+	if vs {
+		head += "vs cpu\t"
+	}
+	fmt.Fprintln(tw, head+"\t")
 	for _, c := range r.Cases {
-		fmt.Fprintf(tw, "%s\t%.3g\t%.3g\t%.9f\t%.3f\t%.3g\t%s\t\n", c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, map[bool]string{true: "ok", false: "FAIL"}[c.Pass])
+		fmt.Fprintf(tw, "%s\t%.3g\t%.3g\t%.9f\t%.3f\t%.3g\t", c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance)
+		if vs {
+			if c.VsCPU >= 0 || c.VsCPU != c.VsCPU {
+				fmt.Fprintf(tw, "%.3g\t", c.VsCPU)
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t\n", map[bool]string{true: "ok", false: "FAIL"}[c.Pass])
 	}
 	tw.Flush()
+	if vs {
+		fmt.Fprintf(w, "backend %s; vs cpu: max abs difference from the CPU runtime (bound %.3g)\n", r.Backend, b.VsCPU)
+	}
 	fmt.Fprintf(w, "parity: %s\n", map[bool]string{true: "pass", false: "FAIL"}[r.Pass])
 }
 

@@ -60,7 +60,7 @@ type jsonErrorBody struct {
 
 var exitKinds = map[int]string{
 	exitFailure: "failure", exitUsage: "usage", exitInvalid: "invalid_input",
-	exitStale: "stale_cache", exitIO: "io", exitCanceled: "canceled",
+	exitStale: "stale_cache", exitIO: "io", exitCanceled: "canceled", exitBackend: "backend_unavailable",
 }
 
 // wantsJSON reports whether --json was given, looked up in the raw
@@ -104,7 +104,7 @@ and inspects and audits packs. Every bad input is refused with a one-line error 
 		return usageErr(fmt.Errorf("%w (see dgq %s --help)", err, c.Name()))
 	})
 	root.AddCommand(newQuantizeCmd(e), newInspectCmd(e), newAuditCmd(e), newRepackCmd(e), newDemoCmd(e), newSynthCmd(e),
-		newParityCmd(e), newRunCmd(e), newTokenizeCmd(e), newSmokeCmd(e))
+		newParityCmd(e), newRunCmd(e), newTokenizeCmd(e), newSmokeCmd(e), newBenchCmd(e))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

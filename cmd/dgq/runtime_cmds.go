@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -9,31 +10,45 @@ import (
 	"github.com/dgq-dev/dgq/runtime"
 )
 
-// checkBackend refuses backends this build does not have.
-func checkBackend(b string) error {
-	if b != "cpu" {
-		return usageErr(fmt.Errorf("--backend %s is not available in this build; use --backend cpu", b))
+// checkBackend refuses backends this build does not have and precisions
+// no backend has, before anything is loaded.
+func checkBackend(b, precision string) error {
+	if !slices.Contains(runtime.BackendNames(), b) {
+		return usageErr(fmt.Errorf("--backend %s is not built in (valid: %s)", b, strings.Join(runtime.BackendNames(), ", ")))
+	}
+	switch {
+	case precision != "f32" && precision != "bf16":
+		return usageErr(fmt.Errorf("--precision %s is not one of f32, bf16", precision))
+	case b == "cpu" && precision != "f32":
+		return usageErr(fmt.Errorf("--precision %s needs a GPU backend (--backend cuda); the cpu backend computes in f32", precision))
 	}
 	return nil
 }
 
+// backendFlags adds --backend and --precision to a command that runs a pack.
+func backendFlags(c *cobra.Command, lo *runtime.LoadOptions) {
+	c.Flags().StringVar(&lo.Backend, "backend", "cpu", "compute backend: "+strings.Join(runtime.BackendNames(), ", "))
+	c.Flags().StringVar(&lo.Precision, "precision", "f32", "matrix-product arithmetic of a GPU backend: f32 (exact) or bf16 (tensor cores, fast)")
+}
+
 func newParityCmd(e *env) *cobra.Command {
 	var (
-		ref, backend string
-		asJSON       bool
-		lo           runtime.LoadOptions
+		ref    string
+		asJSON bool
+		lo     runtime.LoadOptions
 	)
 	c := &cobra.Command{
-		Use:   "parity PACK --reference FILE [--json] [--backend cpu]",
+		Use:   "parity PACK --reference FILE [--json] [--backend cpu|cuda] [--precision f32|bf16]",
 		Short: "Run the transformers reference scenarios on a pack and compare every tensor",
 		Long: `parity loads the pack (every digest verified), replays the scenarios of a reference made by
 transformers (reference.safetensors + reference.json side by side: prompt prefill, denoise without and with
 self-conditioning, sampler quantities, a committed block then another step) and reports per tensor the max and
 mean abs error, cosine and argmax agreement. It exits non-zero when a documented tolerance fails (bounds per
-weight format in docs/runtime.md).`,
+weight format in docs/runtime.md). With a GPU backend the same scenarios also run on the CPU runtime and every
+float tensor's difference from it is reported and bounded (docs/cuda.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkBackend(backend); err != nil {
+			if err := checkBackend(lo.Backend, lo.Precision); err != nil {
 				return err
 			}
 			if ref == "" {
@@ -58,17 +73,16 @@ weight format in docs/runtime.md).`,
 	}
 	c.Flags().StringVar(&ref, "reference", "", "reference.safetensors (reference.json beside it) or their directory (required)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print {pass, cases} as JSON")
-	c.Flags().StringVar(&backend, "backend", "cpu", "compute backend")
+	backendFlags(c, &lo)
 	c.Flags().IntVar(&lo.Workers, "workers", 0, "forward-pass goroutines (0 = all cores)")
 	return c
 }
 
 func newRunCmd(e *env) *cobra.Command {
 	var (
-		o       runtime.RunOptions
-		lo      runtime.LoadOptions
-		trace   bool
-		backend string
+		o     runtime.RunOptions
+		lo    runtime.LoadOptions
+		trace bool
 	)
 	c := &cobra.Command{
 		Use:   "run PACK --prompt TEXT [--seed N] [--max-new-tokens N] [--max-steps N] [--trace]",
@@ -78,7 +92,7 @@ the entropy-bound block-diffusion sampler of transformers (docs/sampler.md) and 
 gives the same output. The seed engine's deliberate divergences are available as switches, all off by default.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkBackend(backend); err != nil {
+			if err := checkBackend(lo.Backend, lo.Precision); err != nil {
 				return err
 			}
 			if trace {
@@ -110,7 +124,7 @@ gives the same output. The seed engine's deliberate divergences are available as
 	f.BoolVar(&o.Generation.EntropyOnlyStop, "entropy-only-stop", false, "divergence: stop on mean entropy < 0.05 without stability (from step 12)")
 	f.BoolVar(&o.Generation.PadGate, "pad-gate", false, "divergence: never stop on an all-pad/EOS canvas")
 	f.BoolVar(&o.Generation.EmptyReplyReroll, "empty-reply-reroll", false, "divergence: re-roll a first block that starts with EOS/pad/BOS")
-	f.StringVar(&backend, "backend", "cpu", "compute backend")
+	backendFlags(c, &lo)
 	f.IntVar(&lo.Workers, "workers", 0, "forward-pass goroutines (0 = all cores)")
 	c.PreRunE = func(*cobra.Command, []string) error {
 		if strings.TrimSpace(o.Prompt) == "" {

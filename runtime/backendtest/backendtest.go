@@ -1,15 +1,22 @@
 // Package backendtest is the conformance suite of runtime.Backend: it runs
 // every op of a backend on random inputs, at the real model's widths (2816,
-// 704, 2112) and small odd ones, and compares the results with the CPU
-// reference backend under the tolerances documented on runtime.Backend:
+// 704, 2112, head dims 256 and 512, vocabulary 262144) and small odd ones,
+// and compares the results with the CPU reference backend under the
+// tolerances documented on runtime.Backend:
 //
-//   - Upload/Download round trips and Dequant: bit-exact.
+//   - Upload/Download round trips, Dequant, Copy, AddScale, Embed, Temper
+//     and RoundBF16: bit-exact (NaNs may differ in payload).
 //   - RMSNorm: |y − ref| ≤ RMSNormRel·|ref|.
 //   - MatMulNT: |c − ref| ≤ MatMulRel·Σ_k |a[k]·w[k]|, for weights in every
-//     format (raw bf16 and f32, q8, q4, q5, q6, nvfp4) encoded from random
-//     bf16 values with codecs.NewEncoder.
+//     format (raw bf16, f16 and f32, q8, q4, q5, q6, nvfp4) encoded from
+//     random values with codecs.EncodeTensor.
+//   - RoPE, Softcap, RowStats, GeluMul, SoftEmbed, Attention, MoE and
+//     Categorical: see the constant of each.
 //
-// Every GPU backend must pass Run; the CPU backend passes it trivially.
+// Failure messages name the op, the case, the index, the value and its
+// reference, and the bound; a case reports its first few mismatches and
+// then their count. Every GPU backend must pass Run; the CPU backend passes
+// it trivially.
 package backendtest
 
 import (
@@ -44,6 +51,46 @@ const (
 	// tempered logits are within ArgmaxGap, which are not compared.
 	EntropyAbs = 1e-5
 	ArgmaxGap  = 1e-6
+
+	// GeluMulRel and GeluMulAbs bound GeluMul's error: |y − ref| ≤
+	// (GeluMulRel·|gelu(x)| + GeluMulAbs·|x|)·|u|, gelu(x) the exact
+	// (float64) value. The relative term is tanh from another library and
+	// the f32 polynomial; the |x| term is the cancellation in 1 + tanh(z)
+	// for large negative x, where an f32 tanh near −1 is off by a few
+	// 2⁻²⁴ and 0.5·x multiplies that.
+	GeluMulRel = 2e-6
+	GeluMulAbs = 1e-7
+	// SoftEmbedRel bounds SoftEmbed's error relative to scale·Σ_v
+	// p[v]·|table[v][i]| (f32 sums over the vocabulary in any order), and
+	// SoftmaxRel is the error allowed on each probability p[v] (an f32 exp
+	// and an f32 sum of the weights); the bound is their sum times that
+	// magnitude.
+	SoftEmbedRel = 1e-5
+	SoftmaxRel   = 2e-6
+	// AttentionRel bounds each Attention output: |out − ref| ≤
+	// AttentionRel·(1 + S)·max_j|v_j|, S the largest Σ_d |q_d·k_jd| over
+	// the keys j the query sees and max_j|v_j| the largest |value| of those
+	// keys (all head dims). An f32 score is within a few ε·Σ_d|q_d·k_jd| of
+	// the exact one (ε = 2⁻²⁴; blocked or tree sums over ≤ 512 dims), and
+	// softmax is shift-invariant, so score errors δ_j move the output by
+	// Σ_j p_j·(δ_j − Σ p·δ)·v_j ≤ 2·max|δ|·max|v|: the S term. exp, the
+	// f32 sum of the weights, the normalization and the f32 weighted sum of
+	// the values add a few ε relative to Σ_j p_j·|v_j| ≤ max|v|: the 1
+	// term. 2e-6 is about 16 ε.
+	AttentionRel = 2e-6
+	// MoERel and MoEAbs bound each MoE output: |out − ref| ≤
+	// MoERel·max|ref row| + MoEAbs (f32 matmuls over H and F, gelu and the
+	// weighted sum). Rows whose K-th and (K+1)-th router probabilities are
+	// within RouterGap may select another expert and are not compared.
+	MoERel    = 1e-4
+	MoEAbs    = 1e-6
+	RouterGap = 1e-5
+	// CategoricalRel: Categorical must draw the reference's index, except
+	// that a draw on the other side of a cumulative weight c (float64
+	// prefix sums of exp(z − max)) is accepted when the reference's target
+	// u·Σw is within CategoricalRel·c of every such c between the two
+	// draws (an f32 cumulative sum or target may land on either side).
+	CategoricalRel = 1e-5
 )
 
 // Weight shapes [N, K]: the real model's projections and small odd ones.
@@ -55,12 +102,24 @@ var weightShapes = [][2]int{
 // RMSNorm shapes [rows, n].
 var normShapes = [][2]int{{1, 1}, {2, 7}, {3, 33}, {5, 64}, {1, 2816}, {3, 704}, {4, 2112}, {2, 4096}}
 
-// formats are the weight encodings tried: format and source dtype.
-var formats = []struct {
+// formatDType is a weight encoding: format and source dtype.
+type formatDType struct {
 	f  codecs.Format
 	dt codecs.DType
-}{
-	{codecs.Raw, codecs.BF16}, {codecs.Raw, codecs.F32}, {codecs.Q8, codecs.BF16},
+}
+
+func (fd formatDType) String() string { return fmt.Sprintf("%s-%s", fd.f, fd.dt) }
+
+// fits reports whether a [rows, k] matrix can be encoded as fd (k a
+// multiple of the format's group).
+func (fd formatDType) fits(rows, k int) bool {
+	_, err := fd.f.Planes(fd.dt, codecs.Matrix{Rows: int64(rows), K: int64(k)})
+	return err == nil
+}
+
+// formats are the weight encodings tried: format and source dtype.
+var formats = []formatDType{
+	{codecs.Raw, codecs.BF16}, {codecs.Raw, codecs.F16}, {codecs.Raw, codecs.F32}, {codecs.Q8, codecs.BF16},
 	{codecs.Q4, codecs.BF16}, {codecs.Q5, codecs.BF16}, {codecs.Q6, codecs.BF16},
 	{codecs.NVFP4, codecs.BF16},
 }
@@ -76,6 +135,16 @@ func Run(t *testing.T, b runtime.Backend) {
 	t.Run("RoPE", func(t *testing.T) { testRoPE(t, b, ref) })
 	t.Run("Softcap", func(t *testing.T) { testSoftcap(t, b, ref) })
 	t.Run("RowStats", func(t *testing.T) { testRowStats(t, b, ref) })
+	t.Run("Copy", func(t *testing.T) { testCopy(t, b, ref) })
+	t.Run("AddScale", func(t *testing.T) { testAddScale(t, b, ref) })
+	t.Run("GeluMul", func(t *testing.T) { testGeluMul(t, b, ref) })
+	t.Run("Temper", func(t *testing.T) { testTemper(t, b, ref) })
+	t.Run("RoundBF16", func(t *testing.T) { testRoundBF16(t, b, ref) })
+	t.Run("Embed", func(t *testing.T) { testEmbed(t, b, ref) })
+	t.Run("SoftEmbed", func(t *testing.T) { testSoftEmbed(t, b, ref) })
+	t.Run("Attention", func(t *testing.T) { testAttention(t, b, ref) })
+	t.Run("MoE", func(t *testing.T) { testMoE(t, b, ref) })
+	t.Run("Categorical", func(t *testing.T) { testCategorical(t, b, ref) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, b) })
 	if err := b.Sync(); err != nil {
 		t.Errorf("Sync: %v", err)
@@ -211,6 +280,9 @@ func Encode(f codecs.Format, dt codecs.DType, rows, k int, src []float32) (runti
 			u := math.Float32bits(v)
 			u += 0x7fff + (u>>16)&1 // round to nearest even (finite inputs)
 			raw[2*i], raw[2*i+1] = byte(u>>16), byte(u>>24)
+		case codecs.F16:
+			u := codecs.Float32ToF16(v)
+			raw[2*i], raw[2*i+1] = byte(u), byte(u>>8)
 		case codecs.F32:
 			u := math.Float32bits(v)
 			raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
@@ -236,7 +308,7 @@ func testWeights(t *testing.T, b, ref runtime.Backend, matmul bool) {
 				continue // K not a multiple of the format's group
 			}
 			big := n*k > 1<<20
-			if big && fd.dt == codecs.F32 {
+			if big && fd.dt != codecs.BF16 {
 				continue
 			}
 			name := fmt.Sprintf("%s-%s/%dx%d", fd.f, fd.dt, n, k)
@@ -389,12 +461,14 @@ func testErrors(t *testing.T, b runtime.Backend) {
 	if err := b.Dequant(y, wt); err == nil {
 		t.Error("Dequant into a short buffer succeeded")
 	}
-	if err := b.RoPE(x, 1, 1, 8, []int32{0}, make([]float32, 3)); err == nil {
+	short, _ := b.Alloc(3)
+	if err := b.RoPE(x, 1, 1, 8, 0, short); err == nil {
 		t.Error("RoPE with a short invFreq succeeded")
 	}
-	if err := b.RoPE(x, 2, 1, 8, []int32{0, 1}, make([]float32, 4)); err == nil {
+	if err := b.RoPE(x, 2, 1, 8, 0, y); err == nil {
 		t.Error("RoPE past the end succeeded")
 	}
+	short.Free()
 	if err := b.Softcap(x, 9, 30); err == nil {
 		t.Error("Softcap past the end succeeded")
 	}
@@ -403,6 +477,75 @@ func testErrors(t *testing.T, b runtime.Backend) {
 	}
 	if err := b.RowStats(x, 2, 4, 0, y, w); err == nil {
 		t.Error("RowStats at temperature 0 succeeded")
+	}
+	if err := b.Copy(y, 4, x, 0, 5); err == nil {
+		t.Error("Copy past the end succeeded")
+	}
+	if err := b.Copy(x, 2, x, 0, 4); err == nil {
+		t.Error("Copy onto an overlapping range of the same buffer succeeded")
+	}
+	q, k, v, out := mustBuf(t, b, 8, nil), mustBuf(t, b, 8, nil), mustBuf(t, b, 8, nil), mustBuf(t, b, 8, nil)
+	if err := b.Attention(out, q, k, v, runtime.AttentionShape{Rows: 1, Heads: 3, KVHeads: 2, HeadDim: 2, KeyEnd: 1}); err == nil {
+		t.Error("Attention with Heads not a multiple of KVHeads succeeded")
+	}
+	if err := b.Attention(out, q, k, v, runtime.AttentionShape{Rows: 1, Heads: 2, KVHeads: 1, HeadDim: 2, KeyEnd: 5}); err == nil {
+		t.Error("Attention with keys past the end of k succeeded")
+	}
+	{
+		const e, h, f = 2, 32, 16
+		enc := func(rows, k int) runtime.Weight {
+			td, err := Encode(codecs.Raw, codecs.BF16, rows, k, make([]float32, rows*k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := b.UploadWeight(td)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { w.Free() })
+			return w
+		}
+		mw := runtime.MoEWeights{
+			Router: enc(e, h), RouterScale: mustBuf(t, b, h, nil), PerExpertScale: mustBuf(t, b, e, nil),
+			RouterRoot: 1, Eps: 1e-6, GateUp: enc(e*2*f, h), Down: enc(e*h, f), TopK: e + 1,
+		}
+		mo, mu, mx := mustBuf(t, b, h, nil), mustBuf(t, b, h, nil), mustBuf(t, b, h, nil)
+		if err := b.MoE(mo, mu, mx, 1, mw); err == nil {
+			t.Error("MoE with TopK > E succeeded")
+		}
+		mw.TopK = 1
+		if err := b.MoE(mo, mu, mx, 2, mw); err == nil {
+			t.Error("MoE past the end of u succeeded")
+		}
+	}
+	if err := b.Categorical(y, x, 1, 8, []float64{1}); err == nil {
+		t.Error("Categorical with u = 1 succeeded")
+	}
+	if err := b.Categorical(y, x, 2, 4, []float64{0.5}); err == nil {
+		t.Error("Categorical with fewer uniforms than rows succeeded")
+	}
+	ids := mustBuf(t, b, 2, []float32{0, 1})
+	emb := mustBuf(t, b, 3*32, nil)
+	if err := b.Embed(emb, wt, ids, 3, 1); err == nil {
+		t.Error("Embed with too few ids succeeded")
+	}
+	if err := b.Embed(y, wt, ids, 2, 1); err == nil {
+		t.Error("Embed past the end of out succeeded")
+	}
+	if err := b.SoftEmbed(emb, x, 5, wt, 1); err == nil {
+		t.Error("SoftEmbed past the end of logits succeeded")
+	}
+	if err := b.AddScale(x, w, 3, 1); err == nil {
+		t.Error("AddScale past the end of y succeeded")
+	}
+	if err := b.GeluMul(x, y, 9); err == nil {
+		t.Error("GeluMul past the end succeeded")
+	}
+	if err := b.Temper(x, 8, 0); err == nil {
+		t.Error("Temper at temperature 0 succeeded")
+	}
+	if err := b.RoundBF16(x, 9); err == nil {
+		t.Error("RoundBF16 past the end succeeded")
 	}
 	if b.Name() != "cpu" {
 		other := runtime.CPUBackend()
@@ -426,37 +569,40 @@ func testRoPE(t *testing.T, b, ref runtime.Backend) {
 				t.Fatal(err)
 			}
 			rows, heads := 9, 3
-			pos := []int32{0, 1, 2, 4095, 99999, 100000, int32(rng.IntN(100001)), int32(rng.IntN(100001)), int32(rng.IntN(4096))}
 			x := randVec(rng, rows*heads*hd)
 			for i := range x {
 				x[i] *= float32(math.Exp(rng.NormFloat64()))
 			}
 			name := fmt.Sprintf("%s/hd=%d", rp.Type, hd)
-			run := func(be runtime.Backend) []float32 {
-				xb := mustBuf(t, be, len(x)+3, x)
-				if err := be.RoPE(xb, rows, heads, hd, pos, inv); err != nil {
-					t.Fatalf("%s: %s RoPE: %v", name, be.Name(), err)
+			for _, pos0 := range []int{0, 4093, 99995, rng.IntN(1 << 20)} {
+				run := func(be runtime.Backend) []float32 {
+					xb := mustBuf(t, be, len(x)+3, x)
+					ib := mustBuf(t, be, len(inv), inv)
+					if err := be.RoPE(xb, rows, heads, hd, pos0, ib); err != nil {
+						t.Fatalf("%s: %s RoPE: %v", name, be.Name(), err)
+					}
+					out := download(t, be, xb, len(x))
+					xb.Free()
+					ib.Free()
+					return out
 				}
-				out := download(t, be, xb, len(x))
-				xb.Free()
-				return out
-			}
-			want, got := run(ref), run(b)
-			var worst float64
-			for h := 0; h < rows*heads; h++ {
-				var mx float64
-				for _, v := range x[h*hd : (h+1)*hd] {
-					mx = max(mx, math.Abs(float64(v)))
-				}
-				for i := h * hd; i < (h+1)*hd; i++ {
-					e := math.Abs(float64(got[i]) - float64(want[i]))
-					worst = max(worst, e/mx)
-					if !(e <= RoPEAbs*mx) {
-						t.Fatalf("%s: row %d head %d [%d] = %g, want %g (error %.3g, max|x| %.3g)", name, h/heads, h%heads, i%hd, got[i], want[i], e, mx)
+				want, got := run(ref), run(b)
+				var worst float64
+				for h := 0; h < rows*heads; h++ {
+					var mx float64
+					for _, v := range x[h*hd : (h+1)*hd] {
+						mx = max(mx, math.Abs(float64(v)))
+					}
+					for i := h * hd; i < (h+1)*hd; i++ {
+						e := math.Abs(float64(got[i]) - float64(want[i]))
+						worst = max(worst, e/mx)
+						if !(e <= RoPEAbs*mx) {
+							t.Fatalf("%s: row %d head %d [%d] = %g, want %g (error %.3g, max|x| %.3g)", name, h/heads, h%heads, i%hd, got[i], want[i], e, mx)
+						}
 					}
 				}
+				t.Logf("%s/pos0=%d: max error/max|x| %.3g", name, pos0, worst)
 			}
-			t.Logf("%s: max error/max|x| %.3g", name, worst)
 		}
 	}
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dgq-dev/dgq/runtime"
+)
+
+func newBenchCmd(e *env) *cobra.Command {
+	var (
+		o      runtime.BenchOptions
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "bench PACK [--backend cpu|cuda] [--precision f32|bf16] [--prompt-len N] [--canvas N] [--reps N] [--json]",
+		Short: "Time a prefill and one generation step of a pack on a backend",
+		Long: `bench loads the pack (digests verified unless --skip-digests) on the backend and times, after one
+warm-up each, a prefill of --prompt-len random tokens into an empty cache and one generation step at that
+context: the denoising forward over --canvas random positions self-conditioned on the previous step, then the
+sampler statistics (temper, entropy, argmax, draws) back on the host. Wall-clock milliseconds, synchronized
+with the device (docs/performance.md).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkBackend(o.Load.Backend, o.Load.Precision); err != nil {
+				return err
+			}
+			if o.PromptLen < 1 || o.Reps < 1 || o.Canvas < 0 {
+				return usageErr(fmt.Errorf("bench: --prompt-len and --reps must be ≥ 1, --canvas ≥ 0"))
+			}
+			r, err := runtime.Bench(e.ctx, args[0], o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, r)
+			}
+			fmt.Fprintf(e.stdout, "%s (%s, %s): %d layers, %.2f GB of weights, loaded in %.1f s\n", r.Device, r.Backend, r.Precision, r.Layers, float64(r.WeightBytes)/1e9, r.LoadSeconds)
+			for _, t := range r.Timings {
+				fmt.Fprintf(e.stdout, "  %-13s %5d tokens: median %8.2f ms (min %.2f, max %.2f), %.0f tokens/s\n", t.What, t.Tokens, t.Median, t.Min, t.Max, t.TokS)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	backendFlags(c, &o.Load)
+	f.BoolVar(&o.Load.SkipDigests, "skip-digests", false, "trust the pack's digests instead of verifying them at load")
+	f.IntVar(&o.PromptLen, "prompt-len", 1024, "tokens to prefill")
+	f.IntVar(&o.Canvas, "canvas", 0, "canvas positions of the timed step (0 = the config's canvas_length)")
+	f.IntVar(&o.Reps, "reps", 5, "timed repetitions after one warm-up")
+	f.Uint64Var(&o.Seed, "seed", 0, "seed of the random ids")
+	f.IntVar(&o.Load.Workers, "workers", 0, "forward-pass goroutines of the cpu backend (0 = all cores)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return c
+}

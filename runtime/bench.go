@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// BenchOptions configure Bench.
+type BenchOptions struct {
+	Load      LoadOptions
+	PromptLen int    // tokens prefilled (default 1024)
+	Canvas    int    // canvas positions of a denoising step (default: the config's canvas_length)
+	Reps      int    // timed repetitions after one warm-up (default 5)
+	Seed      uint64 // seeds the random ids
+}
+
+// BenchTiming is one measured operation: wall-clock milliseconds of each
+// repetition, synchronized with the backend at both ends.
+type BenchTiming struct {
+	What   string    `json:"what"`
+	Tokens int       `json:"tokens"`
+	Ms     []float64 `json:"ms"`
+	Median float64   `json:"ms_median"`
+	Min    float64   `json:"ms_min"`
+	Max    float64   `json:"ms_max"`
+	TokS   float64   `json:"tok_per_s"` // tokens / median
+}
+
+// BenchReport is the result of Bench.
+type BenchReport struct {
+	Backend     string        `json:"backend"`
+	Precision   string        `json:"precision"`
+	Device      string        `json:"device"`
+	Layers      int           `json:"layers"`
+	WeightBytes int64         `json:"weight_bytes"`
+	LoadSeconds float64       `json:"load_s"`
+	Timings     []BenchTiming `json:"timings"`
+}
+
+// Bench loads the pack at dir on the backend o.Load names and times (1) a
+// prefill of PromptLen random tokens into an empty cache and (2) one
+// generation step — the denoising forward over Canvas random positions at
+// context PromptLen, self-conditioned on the previous step's logits, then
+// temper, entropy, argmax and categorical draws, with the per-position
+// results back on the host — as Generate runs it.
+func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error) {
+	if o.PromptLen <= 0 {
+		o.PromptLen = 1024
+	}
+	if o.Reps <= 0 {
+		o.Reps = 5
+	}
+	t0 := time.Now()
+	s, err := Load(dir, o.Load)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	m := s.Model
+	if o.Canvas <= 0 {
+		o.Canvas = m.cfg.CanvasLength
+	}
+	rep := &BenchReport{Backend: "cpu", Precision: "f32", Device: "host", Layers: len(m.dec)}
+	if o.Load.Precision != "" {
+		rep.Precision = o.Load.Precision
+	}
+	for _, t := range s.Pack.Manifest.Tensors {
+		rep.WeightBytes += t.Size
+	}
+	var st stepper = newLogitStepper(m)
+	sync := func() error { return nil }
+	if s.Engine != nil {
+		rep.Backend, rep.Device = s.Engine.b.Name(), s.Engine.b.Caps().Device
+		st = &engineStepper{e: s.Engine}
+		sync = s.Engine.b.Sync
+	}
+	if err := sync(); err != nil {
+		return nil, err
+	}
+	rep.LoadSeconds = time.Since(t0).Seconds()
+
+	rng := rand.New(rand.NewPCG(o.Seed, 0x62656e6368))
+	ids := func(n int) []int {
+		v := make([]int, n)
+		for i := range v {
+			v[i] = 3 + rng.IntN(m.vocab-3)
+		}
+		return v
+	}
+	prompt := ids(o.PromptLen)
+	timed := func(what string, tokens int, run func() error) error {
+		t := BenchTiming{What: what, Tokens: tokens}
+		for r := 0; r <= o.Reps; r++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := run(); err != nil {
+				return fmt.Errorf("runtime: bench %s: %w", what, err)
+			}
+			if err := sync(); err != nil {
+				return err
+			}
+			if r > 0 { // the first is the warm-up
+				t.Ms = append(t.Ms, float64(time.Since(start).Microseconds())/1000)
+			}
+		}
+		sorted := slices.Sorted(slices.Values(t.Ms))
+		t.Median, t.Min, t.Max = sorted[len(sorted)/2], sorted[0], sorted[len(sorted)-1]
+		t.TokS = float64(tokens) / t.Median * 1000
+		rep.Timings = append(rep.Timings, t)
+		return nil
+	}
+	err = timed("prefill", o.PromptLen, func() error {
+		st.close()
+		if err := st.start(); err != nil {
+			return err
+		}
+		return st.prefill(prompt)
+	})
+	if err != nil {
+		return nil, err
+	}
+	C := o.Canvas
+	canvas := ids(C)
+	us := make([]float64, C)
+	for i := range us {
+		us[i] = rng.Float64()
+	}
+	ent, amax := make([]float32, C), make([]int, C)
+	if _, err := st.step(canvas, scNone, 0.8, us, ent, amax); err != nil {
+		return nil, err
+	}
+	err = timed("denoise_step", C, func() error {
+		_, err := st.step(canvas, scPrev, 0.8, us, ent, amax)
+		return err
+	})
+	st.close()
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}

@@ -1,0 +1,206 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Engine runs a bound Model's forward pass and sampler statistics on a
+// Backend: every weight resident on the backend (uploaded once, in its
+// stored format), activations and the KV cache in backend buffers, and only
+// the token ids of a step going up and per-position statistics coming back
+// (no host round trip inside a step).
+//
+// The arithmetic is the backend's ops (Backend documents their tolerances),
+// in the order Model computes it (MODEL_SPEC §3). With the CPU backend an
+// Engine reproduces Model up to the rounding of the few places where the
+// ops sum in another order; the parity and generation tests hold it to
+// that.
+//
+// An Engine is not safe for concurrent use. Close frees what it uploaded;
+// the Model (and the pack it reads) must stay open while the Engine is in
+// use only for host-memory backends (Caps.Host).
+type Engine struct {
+	m *Model
+	b Backend
+
+	mats  map[*matrix]Weight
+	vecs  map[*float32]Buf
+	owned []interface{ Free() error }
+
+	embed, encEmbed, lmHead Weight
+	norm, encNorm           Buf
+	scPreNorm               Buf
+	scGate, scUp, scDown    Weight
+	dec, enc                []engLayer
+	s                       engScratch
+}
+
+// engLayer is one layer's resident weights.
+type engLayer struct {
+	l                                    *layer
+	inNorm, postAttnNorm                 Buf
+	preFFNorm, postFFNorm                Buf
+	postFFNorm1, preFFNorm2, postFFNorm2 Buf
+	q, k, v, o                           Weight // v nil: K=V
+	qNorm, kNorm                         Buf
+	invFreq                              Buf
+	gate, up, down                       Weight
+	moe                                  MoEWeights
+}
+
+// NewEngine uploads m's weights to b. On error everything uploaded so far
+// is freed.
+func NewEngine(m *Model, b Backend) (e *Engine, err error) {
+	e = &Engine{m: m, b: b, mats: map[*matrix]Weight{}, vecs: map[*float32]Buf{}}
+	defer func() {
+		if err != nil {
+			e.Close()
+			e = nil
+		}
+	}()
+	if e.embed, err = e.weight(m.embed); err != nil {
+		return nil, err
+	}
+	if e.encEmbed, err = e.weight(m.encEmbed); err != nil {
+		return nil, err
+	}
+	if e.lmHead, err = e.weight(m.lmHead); err != nil {
+		return nil, err
+	}
+	for _, v := range []struct {
+		dst *Buf
+		src []float32
+	}{{&e.norm, m.norm}, {&e.encNorm, m.encNorm}, {&e.scPreNorm, m.scPreNorm}} {
+		if *v.dst, err = e.vector(v.src); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range []struct {
+		dst *Weight
+		src *matrix
+	}{{&e.scGate, m.scGate}, {&e.scUp, m.scUp}, {&e.scDown, m.scDown}} {
+		if *w.dst, err = e.weight(w.src); err != nil {
+			return nil, err
+		}
+	}
+	ropes := map[*rope]Buf{}
+	for _, set := range []struct {
+		src []*layer
+		dst *[]engLayer
+	}{{m.dec, &e.dec}, {m.enc, &e.enc}} {
+		for i, l := range set.src {
+			el, err := e.layer(l, ropes)
+			if err != nil {
+				return nil, fmt.Errorf("runtime: engine: layer %d: %w", i, err)
+			}
+			*set.dst = append(*set.dst, el)
+		}
+	}
+	return e, nil
+}
+
+// Backend is the engine's backend.
+func (e *Engine) Backend() Backend { return e.b }
+
+// Model is the bound model the engine runs.
+func (e *Engine) Model() *Model { return e.m }
+
+func (e *Engine) layer(l *layer, ropes map[*rope]Buf) (engLayer, error) {
+	el := engLayer{l: l}
+	var err error
+	for _, v := range []struct {
+		dst *Buf
+		src []float32
+	}{
+		{&el.inNorm, l.inNorm}, {&el.postAttnNorm, l.postAttnNorm}, {&el.preFFNorm, l.preFFNorm},
+		{&el.postFFNorm, l.postFFNorm}, {&el.postFFNorm1, l.postFFNorm1}, {&el.preFFNorm2, l.preFFNorm2},
+		{&el.postFFNorm2, l.postFFNorm2}, {&el.qNorm, l.qNorm}, {&el.kNorm, l.kNorm},
+		{&el.moe.RouterScale, l.routerScale}, {&el.moe.PerExpertScale, l.perExpertScale},
+	} {
+		if *v.dst, err = e.vector(v.src); err != nil {
+			return el, err
+		}
+	}
+	for _, w := range []struct {
+		dst *Weight
+		src *matrix
+	}{
+		{&el.q, l.q}, {&el.k, l.k}, {&el.v, l.v}, {&el.o, l.o}, {&el.gate, l.gate}, {&el.up, l.up},
+		{&el.down, l.down}, {&el.moe.Router, l.router}, {&el.moe.GateUp, l.gateUp}, {&el.moe.Down, l.expDown},
+	} {
+		if w.src == nil {
+			continue // v on a K=V layer
+		}
+		if *w.dst, err = e.weight(w.src); err != nil {
+			return el, err
+		}
+	}
+	el.moe.RouterRoot, el.moe.Eps, el.moe.TopK = e.m.routerRoot, e.m.eps, e.m.topK
+	if b, ok := ropes[l.rope]; ok {
+		el.invFreq = b
+	} else {
+		if el.invFreq, err = e.upload(l.rope.invFreq); err != nil {
+			return el, err
+		}
+		ropes[l.rope] = el.invFreq
+	}
+	return el, nil
+}
+
+// weight uploads a matrix once (tied layers and embeddings share it).
+func (e *Engine) weight(w *matrix) (Weight, error) {
+	if r, ok := e.mats[w]; ok {
+		return r, nil
+	}
+	r, err := e.b.UploadWeight(TensorData{Name: w.name, Format: w.f, DType: w.dt,
+		Shape: []int64{w.geom.Rows, w.geom.K}, Bytes: w.b})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: engine: %w", err)
+	}
+	e.mats[w] = r
+	e.owned = append(e.owned, r)
+	return r, nil
+}
+
+// vector uploads a vector once (shared slices are uploaded once).
+func (e *Engine) vector(v []float32) (Buf, error) {
+	if len(v) == 0 {
+		return nil, fmt.Errorf("runtime: engine: empty vector")
+	}
+	if b, ok := e.vecs[&v[0]]; ok && b.Len() == len(v) {
+		return b, nil
+	}
+	b, err := e.upload(v)
+	if err != nil {
+		return nil, err
+	}
+	e.vecs[&v[0]] = b
+	return b, nil
+}
+
+func (e *Engine) upload(v []float32) (Buf, error) {
+	b, err := e.b.Alloc(len(v))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: engine: %w", err)
+	}
+	e.owned = append(e.owned, b)
+	if err := e.b.Upload(b, v); err != nil {
+		return nil, fmt.Errorf("runtime: engine: %w", err)
+	}
+	return b, nil
+}
+
+// Close frees every buffer and weight the engine holds (not the backend).
+func (e *Engine) Close() error {
+	var errs []error
+	e.s.free(&errs)
+	for _, o := range slices.Backward(e.owned) {
+		if err := o.Free(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.owned = nil
+	return errors.Join(errs...)
+}
