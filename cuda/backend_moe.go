@@ -1,0 +1,292 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/runtime"
+)
+
+// MoE on the device: the router (router.kern and a cuBLAS SGEMM), grouping
+// by expert with a tile table, grouped expert GEMMs (moe_expert_f32, exact;
+// moe_q4_gateup/moe_q4_down on the tensor cores in PrecisionBF16 for q4
+// experts) and the combine, all queued on the stream with no host round
+// trip. docs/cuda.md, "MoE", has the design.
+
+// moeBM is the tile table's pairs per tile (MOE_BM in both kernel files).
+const moeBM = 64
+
+// moeMaxExperts bounds E (moe_topk_f32's shared arrays).
+const moeMaxExperts = 1024
+
+// Weight format codes of moe_decode (router.kern).
+const (
+	moeF32 uint32 = iota
+	moeBF16
+	moeF16
+	moeQ8
+	moeAffine
+	moeNVFP4
+)
+
+// moeFormat describes a resident weight for moe_expert_f32: its format
+// code, the bits of an affine format, and its plane addresses.
+func moeFormat(w *cudaWeight) (code, bits uint32, p [3]Ptr, err error) {
+	base := w.b.Ptr()
+	p = [3]Ptr{base, base, base}
+	if w.f32 {
+		return moeF32, 0, p, nil
+	}
+	planes, err := w.f.Planes(w.dt, w.geom)
+	if err != nil {
+		return 0, 0, p, err
+	}
+	for i := range min(len(planes), 3) {
+		p[i] = base.Add(planes[i].Offset)
+	}
+	switch w.f {
+	case codecs.Raw:
+		switch w.dt {
+		case codecs.BF16:
+			return moeBF16, 0, p, nil
+		case codecs.F16:
+			return moeF16, 0, p, nil
+		case codecs.F32:
+			return moeF32, 0, p, nil
+		}
+	case codecs.Q8:
+		return moeQ8, 0, p, nil
+	case codecs.Q4, codecs.Q5, codecs.Q6:
+		return moeAffine, uint32(w.f.Bits()), p, nil
+	case codecs.NVFP4:
+		return moeNVFP4, 0, p, nil
+	}
+	return 0, 0, p, fmt.Errorf("cuda: MoE: no decoder for %s %s", w.f, w.dt)
+}
+
+// q4Fast reports whether w runs the tensor-core q4 kernels.
+func (c *backend) q4Fast(w *cudaWeight) bool {
+	return c.fast && !w.f32 && w.f == codecs.Q4 && w.geom.K%32 == 0 && c.fastMMA()
+}
+
+func (c *backend) MoE(out, u, x runtime.Buf, rows int, w runtime.MoEWeights) error {
+	return c.moe(out, u, x, rows, w, nil)
+}
+
+// moeScratch holds the device addresses of one MoE call's scratch.
+type moeScratch struct {
+	r, rw, logits, idx, wts, counts, pairs, tiles, z, y Ptr
+	ab, as, zb, zs                                      Ptr // packed bf16 activations and group sums (fast q4)
+}
+
+// moe is MoE; when stage is not nil it is called after each stage's work is
+// queued ("router", "group", "gateup", "down", "combine") and may wait for
+// it (the timing test does).
+func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, stage func(string) error) error {
+	E, H, F, err := runtime.CheckMoE(out, u, x, rows, w)
+	if err != nil {
+		return err
+	}
+	var bufs [5]*cudaBuf
+	for i, b := range []runtime.Buf{out, u, x, w.RouterScale, w.PerExpertScale} {
+		if bufs[i], err = c.buf(b); err != nil {
+			return err
+		}
+	}
+	var ws [3]*cudaWeight
+	for i, wt := range []runtime.Weight{w.Router, w.GateUp, w.Down} {
+		if ws[i], err = c.weight(wt); err != nil {
+			return err
+		}
+	}
+	ob, ub, xb, rsb, pesb := bufs[0].b.Ptr(), bufs[1].b.Ptr(), bufs[2].b.Ptr(), bufs[3].b.Ptr(), bufs[4].b.Ptr()
+	router, gateUp, down := ws[0], ws[1], ws[2]
+	K := w.TopK
+	P := int64(rows) * int64(K)
+	maxTiles := (P + int64(E)*(moeBM-1)) / moeBM
+	switch {
+	case E > moeMaxExperts:
+		return fmt.Errorf("cuda: MoE of %d experts (at most %d)", E, moeMaxExperts)
+	case P >= 1<<24:
+		return fmt.Errorf("cuda: MoE of %d token-expert pairs (fewer than 2^24)", P)
+	case maxTiles > 65535:
+		return fmt.Errorf("cuda: MoE of %d tiles (at most 65535)", maxTiles)
+	case H >= 1<<24 || F >= 1<<24:
+		return fmt.Errorf("cuda: MoE of width %d, expert width %d", H, F)
+	}
+	fastGU, fastDown := c.q4Fast(gateUp), c.q4Fast(down)
+	if stage == nil {
+		stage = func(string) error { return nil }
+	}
+
+	// Scratch.
+	st := c.moeState()
+	var s moeScratch
+	rows64, E64, H64, F64 := int64(rows), int64(E), int64(H), int64(F)
+	for _, a := range []struct {
+		p    *Ptr
+		name string
+		n    int64
+		need bool
+	}{
+		{&s.r, "moe.r", 4 * rows64 * H64, true},
+		{&s.rw, "moe.rw", 4 * E64 * H64, !router.f32},
+		{&s.logits, "moe.logits", 4 * rows64 * E64, true},
+		{&s.idx, "moe.idx", 4 * P, true},
+		{&s.wts, "moe.wts", 4 * P, true},
+		{&s.counts, "moe.counts", 4 * E64, true},
+		{&s.pairs, "moe.pairs", 4 * P, true},
+		{&s.tiles, "moe.tiles", 4 * (1 + 3*maxTiles), true},
+		{&s.z, "moe.z", 4 * P * F64, true},
+		{&s.y, "moe.y", 4 * P * H64, true},
+		{&s.ab, "moe.ab", 2 * P * H64, fastGU},
+		{&s.as, "moe.as", 4 * P * (H64 / 32), fastGU},
+		{&s.zb, "moe.zb", 2 * P * F64, fastDown},
+		{&s.zs, "moe.zs", 4 * P * (F64 / 32), fastDown},
+	} {
+		if !a.need {
+			continue
+		}
+		if *a.p, err = st.scratch(c.d, a.name, a.n); err != nil {
+			return err
+		}
+	}
+	rk, err := c.ops.module("router.kern")
+	if err != nil {
+		return err
+	}
+	var mm *Module
+	if fastGU || fastDown {
+		if mm, err = st.module(c.d); err != nil {
+			return err
+		}
+	}
+	grid1 := func(n int) [3]uint32 { return [3]uint32{uint32(n), 1, 1} }
+	block1 := func(n int) [3]uint32 { return [3]uint32{uint32(n), 1, 1} }
+
+	// Router: r = ((RMSNorm(x)·scale)·root), logits = r·Routerᵀ (f32 SGEMM),
+	// softmax and top-K.
+	if err := rk.Launch("moe_router_norm_f32", grid1(rows), block1(normThreads), 0,
+		xb, rsb, s.r, uint32(H), w.Eps, w.RouterRoot); err != nil {
+		return err
+	}
+	rwp := router.b.Ptr()
+	if !router.f32 {
+		if err := c.dequant(s.rw, router); err != nil {
+			return err
+		}
+		rwp = s.rw
+	}
+	if err := c.d.MatMulNT(s.logits, s.r, rwp, rows, E, H); err != nil {
+		return err
+	}
+	topkThreads := min(moeMaxExperts, max(32, (E+31)/32*32))
+	if err := rk.Launch("moe_topk_f32", grid1(rows), block1(topkThreads), 0,
+		s.logits, pesb, s.idx, s.wts, uint32(E), uint32(K)); err != nil {
+		return err
+	}
+	if err := stage("router"); err != nil {
+		return err
+	}
+
+	// Grouping: counts, pair list by expert, tile table.
+	const groupThreads = 256
+	if err := rk.Launch("moe_count_u32", grid1(E), block1(groupThreads), 0, s.idx, s.counts, uint32(P)); err != nil {
+		return err
+	}
+	if err := rk.Launch("moe_scatter_u32", grid1(E), block1(groupThreads), 0,
+		s.idx, s.counts, s.pairs, s.tiles, uint32(P), uint32(E), uint32(moeBM)); err != nil {
+		return err
+	}
+	if err := stage("group"); err != nil {
+		return err
+	}
+
+	// Gate/up with gelu·up: z [P][F].
+	if fastGU {
+		if err := c.moePack(mm, ub, s.pairs, uint32(K), P, H, s.ab, s.as); err != nil {
+			return err
+		}
+		if err := c.q4Launch(mm, "moe_q4_gateup", gateUp, s.ab, s.as, s.pairs, s.tiles, s.wts, s.z,
+			H, F, [3]uint32{uint32((F + 31) / 32), uint32(maxTiles), 1}, 0); err != nil {
+			return err
+		}
+	} else {
+		if err := c.moeExact(rk, gateUp, ub, s.pairs, s.tiles, s.wts, s.z, H, F, K, true,
+			[3]uint32{uint32((F + 31) / 32), uint32(maxTiles), 1}); err != nil {
+			return err
+		}
+	}
+	if err := stage("gateup"); err != nil {
+		return err
+	}
+
+	// Down, times the slot weight: y [P slots][H].
+	if fastDown {
+		if err := c.moePack(mm, s.z, s.pairs, 0, P, F, s.zb, s.zs); err != nil {
+			return err
+		}
+		if err := c.q4Launch(mm, "moe_q4_down", down, s.zb, s.zs, s.pairs, s.tiles, s.wts, s.y,
+			F, H, [3]uint32{uint32((H + 63) / 64), uint32(maxTiles), 1}, 0); err != nil {
+			return err
+		}
+	} else {
+		if err := c.moeExact(rk, down, s.z, s.pairs, s.tiles, s.wts, s.y, F, H, K, false,
+			[3]uint32{uint32((H + 63) / 64), uint32(maxTiles), 1}); err != nil {
+			return err
+		}
+	}
+	if err := stage("down"); err != nil {
+		return err
+	}
+
+	// out[t] = Σ_j y[t·K + j] in slot order.
+	const block = 256
+	if err := rk.Launch("moe_combine_f32", [3]uint32{c.ops.gridFor(rows64*H64, block), 1, 1}, block1(block), 0,
+		s.y, ob, uint32(rows), uint32(H), uint32(K)); err != nil {
+		return err
+	}
+	return stage("combine")
+}
+
+// moeExact queues moe_expert_f32 for weight wt (gate/up when gateup, else
+// down) reading activations a with reduction width kd into out.
+func (c *backend) moeExact(rk *Module, wt *cudaWeight, a, pairs, tiles, wts, out Ptr, kd, nout, topk int, gateup bool, grid [3]uint32) error {
+	code, bits, p, err := moeFormat(wt)
+	if err != nil {
+		return err
+	}
+	gu := uint32(0)
+	if gateup {
+		gu = 1
+	}
+	return rk.Launch("moe_expert_f32", grid, [3]uint32{256, 1, 1}, 0,
+		p[0], p[1], p[2], a, pairs, tiles, wts, out, code, bits, uint32(kd), uint32(nout), uint32(topk), gu)
+}
+
+// moePack queues moe_pack_bf16: rows × kd f32 from src (row p = token
+// pairs[p]/topk when topk > 0, else row p) to packed bf16 at dst and group
+// sums at sums.
+func (c *backend) moePack(mm *Module, src, pairs Ptr, topk uint32, rows int64, kd int, dst, sums Ptr) error {
+	const block = 256
+	grid := c.ops.gridFor(rows*int64(kd/8), block)
+	return mm.Launch("moe_pack_bf16", [3]uint32{grid, 1, 1}, [3]uint32{block, 1, 1}, 0,
+		src, pairs, topk, uint32(rows), uint32(kd), dst, sums)
+}
+
+// q4Launch queues one of the q4 tensor-core kernels on weight wt (q4, kd
+// columns): A/asum the packed activations, out the result, nout its width;
+// m the rows of q4_dense (0 for the grouped kernels).
+func (c *backend) q4Launch(mm *Module, kernel string, wt *cudaWeight, a, asum, pairs, tiles, wts, out Ptr, kd, nout int, grid [3]uint32, m int) error {
+	planes, err := codecs.Q4.Planes(wt.dt, wt.geom)
+	if err != nil {
+		return err
+	}
+	if len(planes) != 3 {
+		return fmt.Errorf("cuda: q4 weight with %d planes", len(planes))
+	}
+	base := wt.b.Ptr()
+	return mm.Launch(kernel, grid, [3]uint32{128, 1, 1}, 0,
+		base.Add(planes[0].Offset), base.Add(planes[1].Offset), base.Add(planes[2].Offset),
+		a, asum, pairs, tiles, wts, out, uint32(kd), uint32(nout), uint32(m))
+}

@@ -1,0 +1,68 @@
+package cuda
+
+import "github.com/dgq-dev/dgq/codecs"
+
+// matMulFast is MatMulNT's PrecisionBF16 path for out[m][N] = a[m][K]·wᵀ
+// (out and a f32 on the device, w resident): it reports handled = false,
+// queueing nothing, where it does not apply (exact mode, other formats,
+// empty shapes), and the caller runs the exact path.
+//
+//   - raw bf16 w: a rounded to bf16 (narrow_bf16, to nearest even) into
+//     scratch, then cuBLAS GemmEx with bf16 inputs, f32 output and f32
+//     compute.
+//   - q4 w (sm_80 or later): a packed to bf16 with group sums (moe_pack_bf16)
+//     and q4_dense, the tensor-core q4 kernel of the MoE (exact codes, f32
+//     group scale and bias; moe_mma.cu).
+//
+// Shapes are the caller's to check (runtime.CheckMatMulNT).
+func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, err error) {
+	if !c.fast || w.f32 || m <= 0 {
+		return false, nil
+	}
+	n, k := w.Rows(), w.Cols()
+	if n <= 0 || k <= 0 {
+		return false, nil
+	}
+	st := c.moeState()
+	m64, k64 := int64(m), int64(k)
+	switch {
+	case w.f == codecs.Raw && w.dt == codecs.BF16:
+		ab, err := st.scratch(c.d, "mm.a16", 2*m64*k64)
+		if err != nil {
+			return true, err
+		}
+		mm, err := st.module(c.d)
+		if err != nil {
+			return true, err
+		}
+		const block = 256
+		if err := mm.Launch("narrow_bf16", [3]uint32{c.ops.gridFor(m64*k64, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+			a, ab, uint64(m64*k64)); err != nil {
+			return true, err
+		}
+		// Row-major out[m][n] = a·wᵀ is column-major outᵀ (n×m) = w·aᵀ: w
+		// [n][k] row-major is the column-major k×n wᵀ (op T), a [m][k] the
+		// column-major k×m aᵀ (op N).
+		return true, c.d.GemmEx(true, false, n, m, k, 1, w.b.Ptr(), R16BF, k, ab, R16BF, k, 0, out, R32F, n)
+	case w.f == codecs.Q4 && k%32 == 0 && c.fastMMA() && m <= 65535*moeBM:
+		ab, err := st.scratch(c.d, "mm.q4a", 2*m64*k64)
+		if err != nil {
+			return true, err
+		}
+		as, err := st.scratch(c.d, "mm.q4s", 4*m64*(k64/32))
+		if err != nil {
+			return true, err
+		}
+		mm, err := st.module(c.d)
+		if err != nil {
+			return true, err
+		}
+		if err := c.moePack(mm, a, ab, 0, m64, k, ab, as); err != nil {
+			return true, err
+		}
+		// The grouped kernels' pairs, tiles and wts are not read by q4_dense.
+		grid := [3]uint32{uint32((n + 63) / 64), uint32((m + moeBM - 1) / moeBM), 1}
+		return true, c.q4Launch(mm, "q4_dense", w, ab, as, ab, ab, ab, out, k, n, grid, m)
+	}
+	return false, nil
+}
