@@ -2,7 +2,7 @@ package cuda
 
 import (
 	"fmt"
-	"sync"
+	"os"
 
 	"github.com/dgq-dev/dgq/runtime"
 )
@@ -19,39 +19,17 @@ import (
 // attnScoreBytes bounds one chunk's score matrix ([heads][rows][keys] f32).
 const attnScoreBytes = 256 << 20
 
-type attnState struct {
-	scores *Buffer
-}
-
-var attnStates sync.Map // *backend → *attnState
-
-func (c *backend) attnScratch(bytes int64) (*Buffer, error) {
-	v, _ := attnStates.LoadOrStore(c, &attnState{})
-	s := v.(*attnState)
-	if s.scores != nil && s.scores.Size() >= bytes {
-		return s.scores, nil
+// attnPath says whether Attention takes the GEMM path: in bf16 precision,
+// or when DGQ_CUDA_ATTN=blas (DGQ_CUDA_ATTN=kernel forces the tiled kernels
+// of attention.kern), for measurements.
+func (c *backend) attnBLAS() bool {
+	switch os.Getenv("DGQ_CUDA_ATTN") {
+	case "blas":
+		return true
+	case "kernel":
+		return false
 	}
-	if s.scores != nil {
-		if err := s.scores.Free(); err != nil {
-			return nil, err
-		}
-		s.scores = nil
-	}
-	b, err := c.d.Alloc(bytes)
-	if err != nil {
-		return nil, err
-	}
-	s.scores = b
-	return b, nil
-}
-
-// closeAttn frees the backend's attention scratch.
-func (c *backend) closeAttn() error {
-	v, ok := attnStates.LoadAndDelete(c)
-	if !ok || v.(*attnState).scores == nil {
-		return nil
-	}
-	return v.(*attnState).scores.Free()
+	return c.fast
 }
 
 // attentionBLAS queues Attention (already checked) on device pointers.
@@ -68,7 +46,7 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		}
 	}
 	chunk := max(1, min(a.Rows, attnScoreBytes/(4*nq*max(span, 1))))
-	scratch, err := c.attnScratch(int64(4 * nq * chunk * span))
+	scratch, err := c.grow(&c.sc.attn, int64(4*nq*chunk*span))
 	if err != nil {
 		return err
 	}

@@ -209,6 +209,9 @@ func (c *backend) Close() error {
 	if err := c.sc.free(); err != nil && first == nil {
 		first = err
 	}
+	if err := c.closeMoE(); err != nil && first == nil {
+		first = err
+	}
 	if err := c.ops.Close(); err != nil && first == nil {
 		first = err
 	}
@@ -296,6 +299,9 @@ func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
 		return c.d.do(func() error {
 			return check("cuMemsetD8Async", ccall(drv.cuMemsetD8Async, uintptr(co.b.Ptr()), 0, uintptr(4*m*n), c.d.stream))
 		})
+	}
+	if handled, err := c.matMulFast(co.b.Ptr(), ab.b.Ptr(), cw, m); handled {
+		return err // bf16 precision: tensor cores (fast_matmul.go)
 	}
 	wp := cw.b.Ptr()
 	if !cw.f32 {

@@ -241,6 +241,9 @@ func (c *backend) Attention(out, q, k, v runtime.Buf, a runtime.AttentionShape) 
 	if err != nil {
 		return err
 	}
+	if c.attnBLAS() {
+		return c.attentionBLAS(p[0], p[1], p[2], p[3], a)
+	}
 	s, err := c.grow(&c.sc.attn, AttentionScratch(a))
 	if err != nil {
 		return err
