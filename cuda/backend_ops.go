@@ -207,6 +207,12 @@ func (c *backend) SoftEmbed(out, logits runtime.Buf, rows int, table runtime.Wei
 		// Row-major out[n][H] = P[n][V]·T[V][H] is, column-major,
 		// outᵀ (H×n) = Tᵀ (H×V, T's rows as columns, ld H) · Pᵀ (V×n, ld V).
 		o := p[0].Add(4 * int64(r0) * int64(H))
+		if handled, err := c.softEmbedFast(o, probs.Ptr(), n, V, H, tw); handled {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if tw.f32 {
 			if err := c.d.Sgemm(false, false, H, n, V, 1, tw.b.Ptr(), H, probs.Ptr(), V, 0, o, H); err != nil {
 				return err

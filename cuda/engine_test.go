@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,26 +100,37 @@ func TestEngineParity(t *testing.T) {
 			for _, c := range r.Cases {
 				t.Logf("%-24s max abs %.3g (bound %.3g) vs cpu %.3g argmax %.3f pass %v", c.Name, c.MaxAbsErr, c.Tolerance, c.VsCPU, c.ArgmaxAgree, c.Pass)
 			}
-			if !r.Pass {
+			// bf16 activations on these random fixtures amplify into logits
+			// errors of order 10 (runtime.VsCPUBF16): reported, not asserted;
+			// TestEngineBF16RealShape measures that precision where it is used.
+			if !r.Pass && tc.p == PrecisionF32 {
 				t.Errorf("parity failed (bounds %+v)", b)
 			}
 		})
 	}
 }
 
-// Generation on the GPU gives the CPU runtime's tokens, steps and stop
-// reason at a fixed seed (docs/cuda.md explains when a draw could differ).
+// Generation on the GPU against the CPU runtime at a fixed seed. Token
+// equality is not guaranteed: generation is chaotic, and one position whose
+// accept decision, argmax or draw sits on a near tie (the GPU's f32 sums
+// against the CPU's float64 ones) sends the rest elsewhere. So every step is
+// also compared in lockstep (runtime.GenerateLockstep: the CPU fed the
+// GPU's canvases): each disagreement must be a near tie of the CPU's own
+// numbers, and tokens may differ only when such a flip happened.
 func TestEngineGenerateMatchesCPU(t *testing.T) {
 	for _, fx := range []string{"tiny", "wide"} {
 		t.Run(fx, func(t *testing.T) {
 			m, e, _ := fixtureEngine(t, fx, "bf16", PrecisionF32)
 			prompt := []int{2, 17, 33, 5, 90, 41, 7, 64, 12, 3, 99, 100, 101, 8}
-			for _, o := range []runtime.GenerateOptions{
+			equal := 0
+			opts := []runtime.GenerateOptions{
 				{Seed: 1, MaxNewTokens: 48},
 				{Seed: 2},
+				{Seed: 5},
 				{Seed: 7, MaxNewTokens: 40, MaxSteps: 6, FirstStepSC: true},
 				{Seed: 3, MaxNewTokens: 16, ArgmaxAccept: true, PlateauStop: true, EmptyReplyReroll: true},
-			} {
+			}
+			for _, o := range opts {
 				want, err := m.Generate(context.Background(), prompt, nil, o)
 				if err != nil {
 					t.Fatal(err)
@@ -127,11 +139,114 @@ func TestEngineGenerateMatchesCPU(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("seed %d: %d tokens, %d steps, %s", o.Seed, len(want.Tokens), want.Steps, want.StopReason)
-				if !slices.Equal(got.Tokens, want.Tokens) || got.Steps != want.Steps || got.StopReason != want.StopReason {
-					t.Errorf("seed %d: gpu %v (%d steps, %s), cpu %v (%d steps, %s)", o.Seed, got.Tokens, got.Steps, got.StopReason, want.Tokens, want.Steps, want.StopReason)
+				r, err := e.GenerateLockstep(context.Background(), prompt, nil, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				same := slices.Equal(got.Tokens, want.Tokens) && got.Steps == want.Steps && got.StopReason == want.StopReason
+				if same {
+					equal++
+				}
+				flips := r.Argmax + r.Draw + r.Mask
+				t.Logf("seed %d: tokens equal %v (gpu %d steps %s, cpu %d steps %s); lockstep %d steps: max entropy diff %.3g, flips argmax %d draw %d mask %d, unexplained %d/%d/%d",
+					o.Seed, same, got.Steps, got.StopReason, want.Steps, want.StopReason, r.Steps, r.MaxEntropyDiff,
+					r.Argmax, r.Draw, r.Mask, r.UnexplainedArgmax, r.UnexplainedDraw, r.UnexplainedMask)
+				if !slices.Equal(r.Generation.Tokens, got.Tokens) {
+					t.Errorf("seed %d: the lockstep run generated other tokens than Generate", o.Seed)
+				}
+				if r.UnexplainedArgmax+r.UnexplainedDraw+r.UnexplainedMask > 0 || r.MaxEntropyDiff > 2e-3 {
+					t.Errorf("seed %d: disagreements beyond f32 noise", o.Seed)
+				}
+				if !same && flips == 0 {
+					t.Errorf("seed %d: tokens differ without any flip in lockstep", o.Seed)
 				}
 			}
+			t.Logf("%d of %d generations token-for-token equal", equal, len(opts))
 		})
+	}
+}
+
+// bf16 precision where it is used: a synthetic checkpoint with the real
+// shapes (2 layers, q4 experts) through the engine in both precisions — a
+// prefill and a denoising step without and with self-conditioning — with
+// the bf16 logits compared to the f32 ones (validated against the CPU by
+// TestEngineParity).
+func TestEngineBF16RealShape(t *testing.T) {
+	d, _ := device(t)
+	if testing.Short() {
+		t.Skip("-short: synthesizes 4.8 GB")
+	}
+	tmp := t.TempDir()
+	src, out := filepath.Join(tmp, "snap"), filepath.Join(tmp, "pack")
+	if _, err := dgq.Synthesize(context.Background(), dgq.SynthOptions{Out: src, Layers: 2, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dgq.Quantize(context.Background(), dgq.QuantizeOptions{Source: src, Out: out, Profile: "q4"}); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(src)
+	pk, err := dgq.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pk.Close()
+	m, err := runtime.Bind(runtime.PackWeights(pk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Config().Text.VocabSize
+	prompt, canvas := make([]int, 256), make([]int, 256)
+	for i := range prompt {
+		prompt[i] = 3 + (i*7919+13)%(V-3)
+		canvas[i] = 3 + (i*104729+5)%(V-3)
+	}
+	run := func(p Precision) [2][]float32 {
+		b := NewBackend(d, BackendOptions{Precision: p})
+		defer b.Close()
+		e, err := runtime.NewEngine(m, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		c := e.NewCache()
+		defer c.Free()
+		if err := e.Prefill(c, prompt, nil); err != nil {
+			t.Fatal(err)
+		}
+		l1, err := e.Denoise(c, canvas, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := make([]float32, len(l1))
+		for i, z := range l1 {
+			sc[i] = z / 0.8
+		}
+		l2, err := e.Denoise(c, canvas, sc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return [2][]float32{l1, l2}
+	}
+	f32, bf16 := run(PrecisionF32), run(PrecisionBF16)
+	for s := range 2 {
+		a, b := bf16[s], f32[s]
+		var maxErr, maxRef, se, sr float64
+		agree := 0
+		for r := range len(a) / V {
+			ra, rb := a[r*V:(r+1)*V], b[r*V:(r+1)*V]
+			if runtime.Argmax(ra) == runtime.Argmax(rb) {
+				agree++
+			}
+			for i := range ra {
+				e := float64(ra[i]) - float64(rb[i])
+				maxErr, maxRef = max(maxErr, math.Abs(e)), max(maxRef, math.Abs(float64(rb[i])))
+				se, sr = se+e*e, sr+float64(rb[i])*float64(rb[i])
+			}
+		}
+		rel := math.Sqrt(se / sr)
+		t.Logf("step %d: bf16 vs f32 logits: max abs %.3g (max |logit| %.3g), relative RMS %.3g, argmax agreement %d/%d", s+1, maxErr, maxRef, rel, agree, len(a)/V)
+		if !(rel < 0.1) {
+			t.Errorf("step %d: bf16 logits %.3g RMS away from f32", s+1, rel)
+		}
 	}
 }

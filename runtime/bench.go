@@ -15,6 +15,9 @@ type BenchOptions struct {
 	Canvas    int    // canvas positions of a denoising step (default: the config's canvas_length)
 	Reps      int    // timed repetitions after one warm-up (default 5)
 	Seed      uint64 // seeds the random ids
+	// Profile adds, after the timings, one prefill and one step on a GPU
+	// backend with every op synchronized and timed (BenchReport.Profile).
+	Profile bool
 }
 
 // BenchTiming is one measured operation: wall-clock milliseconds of each
@@ -38,6 +41,9 @@ type BenchReport struct {
 	WeightBytes int64         `json:"weight_bytes"`
 	LoadSeconds float64       `json:"load_s"`
 	Timings     []BenchTiming `json:"timings"`
+	// Profile holds, per timed operation, each backend op's total time in
+	// one synchronized run (BenchOptions.Profile).
+	Profile map[string][]OpTime `json:"profile,omitempty"`
 }
 
 // Bench loads the pack at dir on the backend o.Load names and times (1) a
@@ -54,6 +60,7 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 		o.Reps = 5
 	}
 	t0 := time.Now()
+	o.Load.profile = o.Profile && o.Load.Backend != "" && o.Load.Backend != "cpu"
 	s, err := Load(dir, o.Load)
 	if err != nil {
 		return nil, err
@@ -134,10 +141,34 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 	if _, err := st.step(canvas, scNone, 0.8, us, ent, amax); err != nil {
 		return nil, err
 	}
-	err = timed("denoise_step", C, func() error {
+	step := func() error {
 		_, err := st.step(canvas, scPrev, 0.8, us, ent, amax)
 		return err
-	})
+	}
+	err = timed("denoise_step", C, step)
+	if err == nil && s.Engine != nil {
+		if p, ok := s.Engine.b.(*ProfiledBackend); ok {
+			rep.Profile = map[string][]OpTime{}
+			for _, run := range []struct {
+				what string
+				f    func() error
+			}{{"denoise_step", step}, {"prefill", func() error {
+				st.close()
+				if err := st.start(); err != nil {
+					return err
+				}
+				return st.prefill(prompt)
+			}}} {
+				p.Start()
+				err = run.f()
+				p.Stop()
+				if err != nil {
+					break
+				}
+				rep.Profile[run.what] = p.Times()
+			}
+		}
+	}
 	st.close()
 	if err != nil {
 		return nil, err

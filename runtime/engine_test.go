@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 )
@@ -116,5 +117,71 @@ func TestEngineGenerateMatchesModel(t *testing.T) {
 		if want.Steps < 2 {
 			t.Errorf("seed %d: only %d steps: the case exercises nothing", o.Seed, want.Steps)
 		}
+	}
+}
+
+// In lockstep with itself (an Engine on the CPU backend against Model),
+// every step agrees exactly: nothing to explain.
+func TestGenerateLockstepCPU(t *testing.T) {
+	m := loadModel(t, "tiny", "bf16")
+	e, err := NewEngine(m, CPUBackend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r, err := e.GenerateLockstep(context.Background(), []int{2, 17, 33, 5, 90, 41}, nil, GenerateOptions{Seed: 4, MaxNewTokens: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Steps == 0 || r.Positions != r.Steps*m.cfg.CanvasLength || r.MaxEntropyDiff != 0 || r.Argmax+r.Draw+r.Mask != 0 {
+		t.Fatalf("lockstep report %+v", r)
+	}
+}
+
+func TestLockstepMargins(t *testing.T) {
+	// Sorted 0.01, 0.05, 0.07, 0.5: prefix sums before each 0, 0.01, 0.06,
+	// 0.13; with bound 0.1 the first three are accepted, and the margins are
+	// |0.06 − 0.1| = 0.04, the accepted/rejected gap 0.5 − 0.07 = 0.43, and
+	// |0.13 − 0.1| = 0.03.
+	if got := lockstepMaskMargin([]float32{0.5, 0.05, 0.01, 0.07}, 0.1); math.Abs(got-0.03) > 1e-6 {
+		t.Errorf("mask margin %g, want 0.03", got)
+	}
+	// Two equal logits: the boundary between them sits at mass 0.5.
+	if got := lockstepMassGap([]float32{0, 0}, 0.4999, 0, 1); math.Abs(got-1e-4) > 1e-9 {
+		t.Errorf("mass gap %g, want 1e-4", got)
+	}
+}
+
+// A ProfiledBackend times every op while started and changes no result.
+func TestProfiledBackend(t *testing.T) {
+	m := loadModel(t, "tiny", "q4")
+	p := NewProfiledBackend(CPUBackend())
+	e, err := NewEngine(m, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ids := []int{2, 17, 33, 5, 90, 41}
+	c := e.NewCache()
+	p.Start()
+	got := make([]float32, len(ids)*m.hidden)
+	if err := e.Prefill(c, ids, got); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop()
+	want, err := m.Prefill(m.NewCache(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxAbsDiff(got, want); d != 0 {
+		t.Errorf("profiled prefill differs by %g", d)
+	}
+	calls := map[string]int{}
+	for _, op := range p.Times() {
+		calls[op.Op] = op.Calls
+	}
+	L := len(m.enc)
+	if calls["MoE"] != L || calls["Attention"] != L || calls["Embed"] != 1 || calls["MatMulNT"] < 6*L {
+		t.Errorf("op calls %v for %d layers", calls, L)
 	}
 }

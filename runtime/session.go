@@ -40,6 +40,7 @@ type LoadOptions struct {
 	Backend string
 	// Precision is the backend's BackendConfig.Precision ("" = f32).
 	Precision string
+	profile   bool // wrap the backend in a ProfiledBackend (Bench)
 }
 
 // Load opens any pack (self-contained or layered) through the overlay
@@ -51,6 +52,9 @@ func Load(dir string, o LoadOptions) (*Session, error) {
 		var err error
 		if be, err = OpenBackend(cmp.Or(o.Backend, "cpu"), BackendConfig{Precision: o.Precision}); err != nil {
 			return nil, err
+		}
+		if o.profile {
+			be = NewProfiledBackend(be)
 		}
 	}
 	p, err := overlay.OpenWith(dir, overlay.Options{SkipDigests: o.SkipDigests})

@@ -40,6 +40,14 @@ with the device (docs/performance.md).`,
 			for _, t := range r.Timings {
 				fmt.Fprintf(e.stdout, "  %-13s %5d tokens: median %8.2f ms (min %.2f, max %.2f), %.0f tokens/s\n", t.What, t.Tokens, t.Median, t.Min, t.Max, t.TokS)
 			}
+			for _, what := range []string{"prefill", "denoise_step"} {
+				if ops := r.Profile[what]; ops != nil {
+					fmt.Fprintf(e.stdout, "  %s, each op synchronized:\n", what)
+					for _, op := range ops {
+						fmt.Fprintf(e.stdout, "    %-12s %5d calls %9.3f ms\n", op.Op, op.Calls, op.Ms)
+					}
+				}
+			}
 			return nil
 		},
 	}
@@ -51,6 +59,7 @@ with the device (docs/performance.md).`,
 	f.IntVar(&o.Reps, "reps", 5, "timed repetitions after one warm-up")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the random ids")
 	f.IntVar(&o.Load.Workers, "workers", 0, "forward-pass goroutines of the cpu backend (0 = all cores)")
+	f.BoolVar(&o.Profile, "profile", false, "also time every backend op of one prefill and one step (GPU backends; each op synchronized)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return c
 }

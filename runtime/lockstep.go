@@ -1,0 +1,166 @@
+package runtime
+
+import (
+	"context"
+	"math"
+	"slices"
+)
+
+// LockstepReport compares, step by step, a generation on an Engine with the
+// CPU runtime (Model) fed the very same inputs: each step the CPU denoises
+// the canvas the engine denoised, self-conditioned on its own previous
+// logits of that same canvas, and tempers and samples with the same
+// temperature and uniforms. The generation follows the engine. Every
+// per-position disagreement is classified: explained when the CPU's own
+// margin for that decision is within the documented noise of f32 against
+// the CPU's float64 sums (a near tie), unexplained otherwise.
+type LockstepReport struct {
+	Generation *Generation
+	Steps      int
+	Positions  int // positions compared (steps × canvas)
+	// MaxEntropyDiff is the largest |entropy_engine − entropy_cpu| (nats).
+	MaxEntropyDiff float64
+	// Argmax, Draw and Mask count positions whose argmax, categorical draw or
+	// accept decision differ; the Unexplained ones had a CPU margin larger
+	// than the tolerance (LockstepLogitTol, LockstepMassTol, the entropy
+	// difference).
+	Argmax, Draw, Mask                                  int
+	UnexplainedArgmax, UnexplainedDraw, UnexplainedMask int
+}
+
+// Tolerances of the lockstep comparison: a differing argmax is explained
+// when the CPU's tempered logits of the two indices are within
+// LockstepLogitTol; a differing draw when the CPU's cumulative probability
+// mass at the boundary between the two indices is within LockstepMassTol of
+// the target u.
+const (
+	LockstepLogitTol = 2e-2
+	LockstepMassTol  = 1e-3
+)
+
+// GenerateLockstep runs Generate on the engine with the CPU runtime in
+// lockstep (LockstepReport).
+func (e *Engine) GenerateLockstep(ctx context.Context, prompt []int, gc *GenerationConfig, o GenerateOptions) (*LockstepReport, error) {
+	s := &lockstepStepper{dev: &engineStepper{e: e}, cpu: newLogitStepper(e.m), V: e.m.vocab, gc: gc}
+	if s.gc == nil {
+		s.gc = DefaultGenerationConfig()
+	}
+	g, err := generateWith(ctx, e.m.cfg, s, prompt, gc, o)
+	s.rep.Generation = g
+	return &s.rep, err
+}
+
+type lockstepStepper struct {
+	dev, cpu stepper
+	V        int
+	gc       *GenerationConfig
+	rep      LockstepReport
+}
+
+func (s *lockstepStepper) start() error {
+	if err := s.dev.start(); err != nil {
+		return err
+	}
+	return s.cpu.start()
+}
+
+func (s *lockstepStepper) close() { s.dev.close(); s.cpu.close() }
+
+func (s *lockstepStepper) prefill(ids []int) error {
+	if err := s.dev.prefill(ids); err != nil {
+		return err
+	}
+	return s.cpu.prefill(ids)
+}
+
+func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64, ent []float32, amax []int) (func(int) int, error) {
+	C, V := len(canvas), s.V
+	draw, err := s.dev.step(canvas, sc, T, us, ent, amax)
+	if err != nil {
+		return nil, err
+	}
+	entC, amaxC := make([]float32, C), make([]int, C)
+	drawC, err := s.cpu.step(canvas, sc, T, us, entC, amaxC)
+	if err != nil {
+		return nil, err
+	}
+	z := s.cpu.(*logitStepper).prev // the CPU's tempered logits of this step
+	r := &s.rep
+	r.Steps++
+	r.Positions += C
+	for i := range C {
+		d := math.Abs(float64(ent[i]) - float64(entC[i]))
+		r.MaxEntropyDiff = max(r.MaxEntropyDiff, d)
+		row := z[i*V : (i+1)*V]
+		if amax[i] != amaxC[i] {
+			r.Argmax++
+			if float64(row[amaxC[i]])-float64(row[amax[i]]) > LockstepLogitTol {
+				r.UnexplainedArgmax++
+			}
+		}
+		if a, b := draw(i), drawC(i); a != b {
+			r.Draw++
+			if lockstepMassGap(row, us[i], min(a, b), max(a, b)) > LockstepMassTol {
+				r.UnexplainedDraw++
+			}
+		}
+	}
+	bound := float32(s.gc.EntropyBound)
+	mask, maskC := AcceptMask(ent, bound), AcceptMask(entC, bound)
+	if !slices.Equal(mask, maskC) {
+		margin := lockstepMaskMargin(entC, bound)
+		for i := range mask {
+			if mask[i] != maskC[i] {
+				r.Mask++
+				if margin > 2*r.MaxEntropyDiff {
+					r.UnexplainedMask++
+				}
+			}
+		}
+	}
+	return draw, nil
+}
+
+// lockstepMassGap is how far the target u lies from the nearest cumulative
+// probability boundary between indices lo and hi (inclusive) of the row's
+// softmax (float64): a draw can flip between lo and hi only by that much
+// probability mass.
+func lockstepMassGap(row []float32, u float64, lo, hi int) float64 {
+	m := math.Inf(-1)
+	for _, v := range row {
+		m = max(m, float64(v))
+	}
+	var sum float64
+	for _, v := range row {
+		sum += math.Exp(float64(v) - m)
+	}
+	var cum float64
+	for _, v := range row[:lo] {
+		cum += math.Exp(float64(v) - m)
+	}
+	gap := math.Inf(1)
+	for i := lo; i < hi; i++ {
+		cum += math.Exp(float64(row[i]) - m)
+		gap = min(gap, math.Abs(cum/sum-u))
+	}
+	return gap
+}
+
+// lockstepMaskMargin is the smallest entropy change that can alter
+// AcceptMask(ent, bound): the distance of each prefix sum from the bound,
+// and the gap between the last accepted and the first rejected entropy in
+// sorted order (reordering within either side changes nothing).
+func lockstepMaskMargin(ent []float32, bound float32) float64 {
+	s := slices.Clone(ent)
+	slices.Sort(s)
+	margin := math.Inf(1)
+	var cum float64
+	for i, v := range s {
+		margin = min(margin, math.Abs(float64(float32(cum)-bound)))
+		if i > 0 && float32(cum) > bound && float32(cum-float64(s[i-1])) <= bound {
+			margin = min(margin, float64(v)-float64(s[i-1])) // s[i-1] accepted, s[i] not
+		}
+		cum += float64(v)
+	}
+	return margin
+}
