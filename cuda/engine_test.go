@@ -110,13 +110,15 @@ func TestEngineParity(t *testing.T) {
 	}
 }
 
-// Generation on the GPU against the CPU runtime at a fixed seed. Token
-// equality is not guaranteed: generation is chaotic, and one position whose
-// accept decision, argmax or draw sits on a near tie (the GPU's f32 sums
-// against the CPU's float64 ones) sends the rest elsewhere. So every step is
-// also compared in lockstep (runtime.GenerateLockstep: the CPU fed the
-// GPU's canvases): each disagreement must be a near tie of the CPU's own
-// numbers, and tokens may differ only when such a flip happened.
+// Generation on the GPU against the CPU runtime at a fixed seed. Whole
+// generations are not token-for-token equal on these random-weight
+// fixtures: self-conditioning feeds each step's logits into the next and
+// amplifies the f32-vs-float64 difference (7e-4 at step 1) ~10–40× per step
+// (measured on the H200, docs/cuda.md), so two runs part within a few steps.
+// What must hold is that every step computes the same thing: in lockstep
+// (runtime.GenerateLockstep: the CPU given the GPU's canvas and
+// self-conditioning input each step) every disagreement of argmax, draw or
+// accept decision is a near tie of the CPU's own numbers.
 func TestEngineGenerateMatchesCPU(t *testing.T) {
 	for _, fx := range []string{"tiny", "wide"} {
 		t.Run(fx, func(t *testing.T) {
@@ -147,18 +149,17 @@ func TestEngineGenerateMatchesCPU(t *testing.T) {
 				if same {
 					equal++
 				}
-				flips := r.Argmax + r.Draw + r.Mask
 				t.Logf("seed %d: tokens equal %v (gpu %d steps %s, cpu %d steps %s); lockstep %d steps: max entropy diff %.3g, flips argmax %d draw %d mask %d, unexplained %d/%d/%d",
 					o.Seed, same, got.Steps, got.StopReason, want.Steps, want.StopReason, r.Steps, r.MaxEntropyDiff,
 					r.Argmax, r.Draw, r.Mask, r.UnexplainedArgmax, r.UnexplainedDraw, r.UnexplainedMask)
+				for k, st := range r.PerStep[:min(6, len(r.PerStep))] {
+					t.Logf("  step %d: max |Δ tempered logit| %.3g, max |Δ entropy| %.3g, flips %d", k+1, st.LogitDiff, st.EntropyDiff, st.Flips)
+				}
 				if !slices.Equal(r.Generation.Tokens, got.Tokens) {
 					t.Errorf("seed %d: the lockstep run generated other tokens than Generate", o.Seed)
 				}
 				if r.UnexplainedArgmax+r.UnexplainedDraw+r.UnexplainedMask > 0 || r.MaxEntropyDiff > 2e-3 {
 					t.Errorf("seed %d: disagreements beyond f32 noise", o.Seed)
-				}
-				if !same && flips == 0 {
-					t.Errorf("seed %d: tokens differ without any flip in lockstep", o.Seed)
 				}
 			}
 			t.Logf("%d of %d generations token-for-token equal", equal, len(opts))

@@ -8,9 +8,13 @@ import (
 
 // LockstepReport compares, step by step, a generation on an Engine with the
 // CPU runtime (Model) fed the very same inputs: each step the CPU denoises
-// the canvas the engine denoised, self-conditioned on its own previous
-// logits of that same canvas, and tempers and samples with the same
-// temperature and uniforms. The generation follows the engine. Every
+// the canvas the engine denoised, self-conditioned on the same logits (the
+// engine's tempered logits of the previous step), and tempers and samples
+// with the same temperature and uniforms, so each step's differences are
+// that step's alone (self-conditioning feeds a step's logits into the next,
+// and on the random-weight fixtures it amplifies a difference ~10–40× per
+// step: two whole generations part within a few steps however close the
+// arithmetic). The generation follows the engine. Every
 // per-position disagreement is classified: explained when the CPU's own
 // margin for that decision is within the documented noise of f32 against
 // the CPU's float64 sums (a near tie), unexplained otherwise.
@@ -26,6 +30,15 @@ type LockstepReport struct {
 	// difference).
 	Argmax, Draw, Mask                                  int
 	UnexplainedArgmax, UnexplainedDraw, UnexplainedMask int
+	// PerStep holds each step's largest tempered-logit and entropy
+	// differences and its flips (argmax + draw + mask).
+	PerStep []LockstepStep
+}
+
+// LockstepStep is one step of a LockstepReport.
+type LockstepStep struct {
+	LogitDiff, EntropyDiff float64
+	Flips                  int
 }
 
 // Tolerances of the lockstep comparison: a differing argmax is explained
@@ -75,6 +88,16 @@ func (s *lockstepStepper) prefill(ids []int) error {
 
 func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64, ent []float32, amax []int) (func(int) int, error) {
 	C, V := len(canvas), s.V
+	cpu := s.cpu.(*logitStepper)
+	if es, ok := s.dev.(*engineStepper); ok && sc == scPrev {
+		// The same self-conditioning input on both sides: the engine's
+		// tempered logits of the previous step, which it is about to read.
+		zd := make([]float32, C*V)
+		if err := es.e.b.Download(es.e.s.logits, zd); err != nil {
+			return nil, err
+		}
+		cpu.prev, cpu.rounded = zd, false
+	}
 	draw, err := s.dev.step(canvas, sc, T, us, ent, amax)
 	if err != nil {
 		return nil, err
@@ -84,13 +107,27 @@ func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64,
 	if err != nil {
 		return nil, err
 	}
-	z := s.cpu.(*logitStepper).prev // the CPU's tempered logits of this step
+	z := cpu.prev // the CPU's tempered logits of this step
 	r := &s.rep
 	r.Steps++
 	r.Positions += C
+	st := LockstepStep{}
+	if es, ok := s.dev.(*engineStepper); ok {
+		zd := make([]float32, C*V)
+		if err := es.e.b.Download(es.e.s.logits, zd); err != nil {
+			return nil, err
+		}
+		st.LogitDiff = maxAbsDiff32(zd, z)
+	}
+	flips := r.Argmax + r.Draw + r.Mask
+	defer func() {
+		st.Flips = r.Argmax + r.Draw + r.Mask - flips
+		r.PerStep = append(r.PerStep, st)
+	}()
 	for i := range C {
 		d := math.Abs(float64(ent[i]) - float64(entC[i]))
 		r.MaxEntropyDiff = max(r.MaxEntropyDiff, d)
+		st.EntropyDiff = max(st.EntropyDiff, d)
 		row := z[i*V : (i+1)*V]
 		if amax[i] != amaxC[i] {
 			r.Argmax++
