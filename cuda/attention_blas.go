@@ -33,6 +33,12 @@ func (c *backend) attnBLAS() bool {
 }
 
 // attentionBLAS queues Attention (already checked) on device pointers.
+//
+// The queries of a chunk are first regrouped by KV head ([n][nkv][group][hd]
+// → [nkv][n][group][hd], attn_permute_f32), so that each KV head's queries
+// form one matrix of n·group rows (row t·group + r is head g·group + r at
+// query t): one strided-batched GEMM over the KV heads computes every score,
+// one the weighted values, and the output is regrouped back.
 func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) error {
 	nq, nkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	group := nq / nkv
@@ -50,10 +56,23 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) erro
 	if err != nil {
 		return err
 	}
-	sp := scratch.Ptr()
+	// Regrouped queries, then regrouped outputs: chunk·nq·hd f32 each.
+	qg, err := c.grow(&c.sc.attnQ, int64(4*2*chunk*qw))
+	if err != nil {
+		return err
+	}
+	sp, qp := scratch.Ptr(), qg.Ptr()
+	op := qp.Add(int64(4 * chunk * qw))
 	m, err := c.ops.module("attn_softmax.kern")
 	if err != nil {
 		return err
+	}
+	permute := func(dst, src Ptr, outer, inner int) error {
+		// dst[b][a][j] = src[a][b][j]: a < outer, b < inner, j < group·hd.
+		n := int64(outer) * int64(inner) * int64(group*hd)
+		const block = 256
+		return m.Launch("attn_permute_f32", [3]uint32{c.ops.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+			dst, src, uint32(outer), uint32(inner), uint32(group*hd))
 	}
 	for t0 := 0; t0 < a.Rows; t0 += chunk {
 		n := min(chunk, a.Rows-t0)
@@ -69,17 +88,18 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		if tn <= 0 || tn > span {
 			return fmt.Errorf("cuda: attention chunk of %d keys (span %d)", tn, span)
 		}
-		qc := q.Add(int64(4 * t0 * qw))
 		kc, vc := k.Add(int64(4*lo*kw)), v.Add(int64(4*lo*kw))
-		for r := range group {
-			// Row-major S_h[n][tn] is column-major (tn×n) = K_g (tn×hd, op T of
-			// the col-major hd×tn view, ld kw) · Q_hᵀ (hd×n, ld qw).
-			if err := c.d.GemmStridedBatched(true, false, tn, n, hd, 1,
-				kc, kw, int64(hd),
-				qc.Add(int64(4*r*hd)), qw, int64(group*hd),
-				0, sp.Add(int64(4*r*n*tn)), tn, int64(group*n*tn), nkv, c.fast); err != nil {
-				return err
-			}
+		rows := n * group // query rows per KV head
+		if err := permute(qp, q.Add(int64(4*t0*qw)), n, nkv); err != nil {
+			return err
+		}
+		// Row-major S_g[rows][tn] is column-major (tn×rows) = K_g (tn×hd: op T
+		// of the column-major hd×tn view, ld kw) · Q_gᵀ (hd×rows, ld hd).
+		if err := c.d.GemmStridedBatched(true, false, tn, rows, hd, 1,
+			kc, kw, int64(hd),
+			qp, hd, int64(rows*hd),
+			0, sp, tn, int64(rows*tn), nkv, c.fast); err != nil {
+			return err
 		}
 		causal := uint32(0)
 		if a.Causal {
@@ -89,20 +109,20 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		if tn >= 4096 {
 			block = 1024
 		}
-		if err := m.Launch("attn_softmax_f32", [3]uint32{uint32(nq * n), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			sp, uint32(n), uint32(tn), uint32(lo), uint32(a.QueryPos+t0), causal, uint32(a.Window)); err != nil {
+		if err := m.Launch("attn_softmax_f32", [3]uint32{uint32(nkv * rows), 1, 1}, [3]uint32{block, 1, 1}, 0,
+			sp, uint32(n), uint32(group), uint32(tn), uint32(lo), uint32(a.QueryPos+t0), causal, uint32(a.Window)); err != nil {
 			return err
 		}
-		oc := out.Add(int64(4 * t0 * qw))
-		for r := range group {
-			// Row-major O_h[n][hd] (ld qw) is column-major (hd×n) = V_gᵀ (hd×tn,
-			// ld kw) · P_hᵀ (tn×n, ld tn).
-			if err := c.d.GemmStridedBatched(false, false, hd, n, tn, 1,
-				vc, kw, int64(hd),
-				sp.Add(int64(4*r*n*tn)), tn, int64(group*n*tn),
-				0, oc.Add(int64(4*r*hd)), qw, int64(group*hd), nkv, c.fast); err != nil {
-				return err
-			}
+		// Row-major O_g[rows][hd] is column-major (hd×rows, ld hd) = V_gᵀ
+		// (hd×tn, ld kw) · P_gᵀ (tn×rows, ld tn).
+		if err := c.d.GemmStridedBatched(false, false, hd, rows, tn, 1,
+			vc, kw, int64(hd),
+			sp, tn, int64(rows*tn),
+			0, op, hd, int64(rows*hd), nkv, c.fast); err != nil {
+			return err
+		}
+		if err := permute(out.Add(int64(4*t0*qw)), op, nkv, n); err != nil {
+			return err
 		}
 	}
 	return nil

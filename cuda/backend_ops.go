@@ -18,6 +18,7 @@ import (
 // opScratch is the grow-only device scratch of these ops, freed by Close.
 type opScratch struct {
 	attn    *Buffer // Attention's scores, then probabilities: Heads·Rows·span f32
+	attnQ   *Buffer // the GEMM path's regrouped queries and outputs of a chunk
 	probs   *Buffer // SoftEmbed's probabilities of a chunk of rows: rows·V f32
 	band    *Buffer // SoftEmbed's decoded band of table rows: rows·H f32
 	uniform *Buffer // Categorical's uniforms: rows f32
@@ -25,7 +26,7 @@ type opScratch struct {
 
 func (s *opScratch) free() error {
 	var first error
-	for _, b := range []**Buffer{&s.attn, &s.probs, &s.band, &s.uniform} {
+	for _, b := range []**Buffer{&s.attn, &s.attnQ, &s.probs, &s.band, &s.uniform} {
 		if *b == nil {
 			continue
 		}
