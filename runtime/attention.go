@@ -48,58 +48,24 @@ func (m *Model) attention(l *layer, a []float32, S, pos0 int, kv *kvLayer, encod
 		}
 	}
 
+	// Keys and values visible to this call: the cached rows, then the new
+	// ones, row j at absolute position kv.start + j.
 	cached := kv.len()
 	kstart := pos0 - cached // absolute position of key 0
 	if kv.start != kstart {
 		panic("runtime: KV cache out of step with its length") // Prefill keeps them in step
 	}
-	total := cached + S
-	// row returns key or value j of the visible sequence (cached ones first).
-	row := func(cache, fresh []float32, j int) []float32 {
-		if j < cached {
-			return cache[j*kw : (j+1)*kw]
+	kAll := append(append(make([]float32, 0, (cached+S)*kw), kv.k...), k...)
+	vAll := append(append(make([]float32, 0, (cached+S)*kw), kv.v...), v...)
+	sh := AttentionShape{Rows: S, Heads: nq, KVHeads: nkv, HeadDim: hd, KeyEnd: cached + S}
+	if encoder {
+		sh.Causal, sh.QueryPos = true, cached // positions relative to key 0
+		if l.sliding {
+			sh.Window = m.window
 		}
-		return fresh[(j-cached)*kw : (j-cached+1)*kw]
 	}
-
-	group := nq / nkv
 	out := make([]float32, S*qw)
-	m.parallelCost(S*nq, S*nq*total*hd*2, func(s *scratch, item int) {
-		t, h := item/nq, item%nq
-		lo, hi := 0, total
-		if encoder {
-			p := pos0 + t
-			hi = p - kstart + 1
-			if l.sliding {
-				lo = max(0, p-m.window+1-kstart)
-			}
-		}
-		s.vec2 = grow64(s.vec2, 2*hd)
-		q64, acc := s.vec2[:hd], s.vec2[hd:2*hd]
-		for d, x := range q[t*qw+h*hd : t*qw+(h+1)*hd] {
-			q64[d] = float64(x)
-		}
-		g := (h / group) * hd
-		// scores = q·kᵀ (scale 1.0), softmax in float32.
-		s.vec = grow32(s.vec, hi-lo)
-		scores := s.vec[:hi-lo]
-		for j := lo; j < hi; j++ {
-			scores[j-lo] = float32(dot32(q64, row(kv.k, k, j)[g:g+hd]))
-		}
-		softmax(scores, scores)
-		clear(acc)
-		for j := lo; j < hi; j++ {
-			p := float64(scores[j-lo])
-			vr := row(kv.v, v, j)[g : g+hd]
-			for d := range acc {
-				acc[d] += p * float64(vr[d])
-			}
-		}
-		o := out[t*qw+h*hd : t*qw+(h+1)*hd]
-		for d, x := range acc {
-			o[d] = float32(x)
-		}
-	})
+	m.attend(out, q, kAll, vAll, sh)
 	if encoder {
 		kv.appendKV(k, v)
 	}

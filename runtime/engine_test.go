@@ -7,54 +7,6 @@ import (
 	"testing"
 )
 
-// engineScenario is scenario (model_test.go) run by an Engine.
-func engineScenario(t *testing.T, e *Engine, ids map[string][]int, chunks []int) [][]float32 {
-	t.Helper()
-	c := e.NewCache()
-	defer c.Free()
-	H := e.m.hidden
-	var out [][]float32
-	prompt := ids["prompt_ids"]
-	var hidden []float32
-	start := 0
-	for _, n := range append(chunks, len(prompt)) {
-		if n <= start {
-			continue
-		}
-		h := make([]float32, (n-start)*H)
-		if err := e.Prefill(c, prompt[start:n], h); err != nil {
-			t.Fatal(err)
-		}
-		hidden = append(hidden, h...)
-		start = n
-	}
-	out = append(out, hidden)
-	var hs [][]float32
-	l1, err := e.Denoise(c, ids["canvas1_ids"], nil, &hs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out = append(out, l1)
-	out = append(out, hs...)
-	sc := make([]float32, len(l1))
-	for i, z := range l1 {
-		sc[i] = z / 0.8
-	}
-	l2, err := e.Denoise(c, ids["canvas2_ids"], sc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b1 := make([]float32, len(ids["block1_ids"])*H)
-	if err := e.Prefill(c, ids["block1_ids"], b1); err != nil {
-		t.Fatal(err)
-	}
-	l3, err := e.Denoise(c, ids["canvas3_ids"], nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(out, l2, b1, l3)
-}
-
 // An Engine on the CPU backend computes what Model computes: the backend's
 // ops are Model's own code, so every output of the reference scenario
 // (chunked prefill across the sliding window, hidden states, a
@@ -74,7 +26,7 @@ func TestEngineCPUMatchesModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			got := engineScenario(t, e, ids, []int{3, 7})
+			got := scenarioOn(t, e.sequence(), ids, []int{3, 7})
 			if len(got) != len(want) {
 				t.Fatalf("%d outputs, want %d", len(got), len(want))
 			}

@@ -42,8 +42,13 @@ func maxAbsDiff(a, b []float32) float64 {
 // scenario runs prefill(prompt in chunks), denoise(canvas1), denoise(canvas2
 // with SC), prefill(block1), denoise(canvas3) and returns every output.
 func scenario(t *testing.T, m *Model, ids map[string][]int, chunks []int) [][]float32 {
+	return scenarioOn(t, m.sequence(), ids, chunks)
+}
+
+// scenarioOn is scenario on any sequence (Model's or an Engine's).
+func scenarioOn(t *testing.T, s sequence, ids map[string][]int, chunks []int) [][]float32 {
 	t.Helper()
-	c := m.NewCache()
+	defer s.release()
 	var out [][]float32
 	prompt := ids["prompt_ids"]
 	var hidden []float32
@@ -52,7 +57,7 @@ func scenario(t *testing.T, m *Model, ids map[string][]int, chunks []int) [][]fl
 		if n <= start {
 			continue
 		}
-		h, err := m.Prefill(c, prompt[start:n])
+		h, err := s.prefill(prompt[start:n])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +66,7 @@ func scenario(t *testing.T, m *Model, ids map[string][]int, chunks []int) [][]fl
 	}
 	out = append(out, hidden)
 	var hs [][]float32
-	l1, err := m.Denoise(c, ids["canvas1_ids"], nil, &hs)
+	l1, err := s.denoise(ids["canvas1_ids"], nil, &hs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,15 +76,15 @@ func scenario(t *testing.T, m *Model, ids map[string][]int, chunks []int) [][]fl
 	for i, z := range l1 {
 		sc[i] = z / 0.8
 	}
-	l2, err := m.Denoise(c, ids["canvas2_ids"], sc, nil)
+	l2, err := s.denoise(ids["canvas2_ids"], sc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b1, err := m.Prefill(c, ids["block1_ids"])
+	b1, err := s.prefill(ids["block1_ids"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	l3, err := m.Denoise(c, ids["canvas3_ids"], nil, nil)
+	l3, err := s.denoise(ids["canvas3_ids"], nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
