@@ -88,6 +88,11 @@ func TestGenerateLockstepCPU(t *testing.T) {
 	if r.Steps == 0 || r.Positions != r.Steps*m.cfg.CanvasLength || r.MaxEntropyDiff != 0 || r.Argmax+r.Draw+r.Mask != 0 {
 		t.Fatalf("lockstep report %+v", r)
 	}
+	for k, st := range r.PerStep {
+		if !(st.RouterGap >= 0 && st.RouterGap < 1) || st.LogitDiff != 0 {
+			t.Fatalf("step %d: %+v", k+1, st)
+		}
+	}
 }
 
 func TestLockstepMargins(t *testing.T) {

@@ -30,8 +30,16 @@ type LockstepReport struct {
 	// difference).
 	Argmax, Draw, Mask                                  int
 	UnexplainedArgmax, UnexplainedDraw, UnexplainedMask int
+	// RouterTiedSteps counts the steps where the CPU's router chose an
+	// expert by a probability margin under LockstepRouterTol, in the step or
+	// in the block's prefill: the engine's f32 router may take the other
+	// expert for that token, which changes its output wholesale. Such a
+	// step's disagreements are counted but neither unexplained nor in
+	// MaxEntropyDiff.
+	RouterTiedSteps int
 	// PerStep holds each step's largest tempered-logit and entropy
-	// differences and its flips (argmax + draw + mask).
+	// differences, its flips (argmax + draw + mask) and the CPU router's
+	// smallest selection margin.
 	PerStep []LockstepStep
 }
 
@@ -39,6 +47,7 @@ type LockstepReport struct {
 type LockstepStep struct {
 	LogitDiff, EntropyDiff float64
 	Flips                  int
+	RouterGap              float64
 }
 
 // Tolerances of the lockstep comparison: a differing argmax is explained
@@ -47,8 +56,9 @@ type LockstepStep struct {
 // mass at the boundary between the two indices is within LockstepMassTol of
 // the target u.
 const (
-	LockstepLogitTol = 2e-2
-	LockstepMassTol  = 1e-3
+	LockstepLogitTol  = 2e-2
+	LockstepMassTol   = 1e-3
+	LockstepRouterTol = 1e-4
 )
 
 // GenerateLockstep runs Generate on the engine with the CPU runtime in
@@ -64,10 +74,11 @@ func (e *Engine) GenerateLockstep(ctx context.Context, prompt []int, gc *Generat
 }
 
 type lockstepStepper struct {
-	dev, cpu stepper
-	V        int
-	gc       *GenerationConfig
-	rep      LockstepReport
+	dev, cpu    stepper
+	V           int
+	gc          *GenerationConfig
+	rep         LockstepReport
+	prefillTied bool // the last prefill routed a token on a near tie
 }
 
 func (s *lockstepStepper) start() error {
@@ -83,7 +94,18 @@ func (s *lockstepStepper) prefill(ids []int) error {
 	if err := s.dev.prefill(ids); err != nil {
 		return err
 	}
-	return s.cpu.prefill(ids)
+	// A near tie in the prefill's routing may give the engine another KV
+	// cache for a token: every step until the next prefill is then tied.
+	gap := math.Inf(1)
+	m := s.cpu.(*logitStepper).m.(*Model)
+	m.routerGap = &gap
+	defer func() { m.routerGap = nil }()
+	s.prefillTied = false
+	if err := s.cpu.prefill(ids); err != nil {
+		return err
+	}
+	s.prefillTied = gap <= LockstepRouterTol
+	return nil
 }
 
 func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64, ent []float32, amax []int) (func(int) int, error) {
@@ -103,15 +125,22 @@ func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64,
 		return nil, err
 	}
 	entC, amaxC := make([]float32, C), make([]int, C)
+	gap := math.Inf(1)
+	cpu.m.(*Model).routerGap = &gap
 	drawC, err := s.cpu.step(canvas, sc, T, us, entC, amaxC)
+	cpu.m.(*Model).routerGap = nil
 	if err != nil {
 		return nil, err
 	}
+	tied := gap <= LockstepRouterTol || s.prefillTied
 	z := cpu.prev // the CPU's tempered logits of this step
 	r := &s.rep
 	r.Steps++
 	r.Positions += C
-	st := LockstepStep{}
+	st := LockstepStep{RouterGap: gap}
+	if tied {
+		r.RouterTiedSteps++
+	}
 	if es, ok := s.dev.(*engineStepper); ok {
 		zd := make([]float32, C*V)
 		if err := es.e.b.Download(es.e.s.logits, zd); err != nil {
@@ -126,18 +155,20 @@ func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64,
 	}()
 	for i := range C {
 		d := math.Abs(float64(ent[i]) - float64(entC[i]))
-		r.MaxEntropyDiff = max(r.MaxEntropyDiff, d)
 		st.EntropyDiff = max(st.EntropyDiff, d)
+		if !tied {
+			r.MaxEntropyDiff = max(r.MaxEntropyDiff, d)
+		}
 		row := z[i*V : (i+1)*V]
 		if amax[i] != amaxC[i] {
 			r.Argmax++
-			if float64(row[amaxC[i]])-float64(row[amax[i]]) > LockstepLogitTol {
+			if !tied && float64(row[amaxC[i]])-float64(row[amax[i]]) > LockstepLogitTol {
 				r.UnexplainedArgmax++
 			}
 		}
 		if a, b := draw(i), drawC(i); a != b {
 			r.Draw++
-			if lockstepMassGap(row, us[i], min(a, b), max(a, b)) > LockstepMassTol {
+			if !tied && lockstepMassGap(row, us[i], min(a, b), max(a, b)) > LockstepMassTol {
 				r.UnexplainedDraw++
 			}
 		}
@@ -149,7 +180,7 @@ func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64,
 		for i := range mask {
 			if mask[i] != maskC[i] {
 				r.Mask++
-				if margin > 2*r.MaxEntropyDiff {
+				if !tied && margin > 2*st.EntropyDiff {
 					r.UnexplainedMask++
 				}
 			}

@@ -44,6 +44,11 @@ type Model struct {
 	scGate    *matrix
 	scUp      *matrix
 	scDown    *matrix
+
+	// routerGap, when not nil, receives the smallest selection margin of
+	// every routing (route): set only around one forward pass by
+	// GenerateLockstep, which does not run concurrently with others.
+	routerGap *float64
 }
 
 // layer is one transformer layer's weights. Encoder and decoder layers share
