@@ -203,7 +203,20 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 	}
 
 	// Gate/up with gelu·up: z [P][F].
-	if fastGU {
+	var tm *Module
+	if (fastGU || fastDown) && moeTiledOn() {
+		if tm, err = c.tiledModule(); err != nil {
+			return err
+		}
+	}
+	if fastGU && tm != nil {
+		if err := c.moeGather(tm, ub, s.pairs, uint32(K), P, H, s.ab); err != nil {
+			return err
+		}
+		if err := c.tiledLaunch(tm, true, gateUp, s.ab, s.pairs, s.tiles, s.wts, s.z, H, F, maxTiles); err != nil {
+			return err
+		}
+	} else if fastGU {
 		if err := c.moePack(mm, ub, s.pairs, uint32(K), P, H, s.ab, s.as); err != nil {
 			return err
 		}
@@ -222,7 +235,14 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 	}
 
 	// Down, times the slot weight: y [P slots][H].
-	if fastDown {
+	if fastDown && tm != nil {
+		if err := c.moeGather(tm, s.z, s.pairs, 0, P, F, s.zb); err != nil {
+			return err
+		}
+		if err := c.tiledLaunch(tm, false, down, s.zb, s.pairs, s.tiles, s.wts, s.y, F, H, maxTiles); err != nil {
+			return err
+		}
+	} else if fastDown {
 		if err := c.moePack(mm, s.z, s.pairs, 0, P, F, s.zb, s.zs); err != nil {
 			return err
 		}

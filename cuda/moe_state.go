@@ -16,8 +16,9 @@ var moeMMASource string
 // buffers and the compiled moe_mma.cu module. It lives in a registry keyed by
 // the backend (the backend struct is not this file's); closeMoE frees it.
 type moeState struct {
-	bufs map[string]*Buffer
-	mod  *Module
+	bufs  map[string]*Buffer
+	mod   *Module
+	tiled *Module // moe_tiled.cu
 }
 
 var moeStates sync.Map // *backend → *moeState
@@ -44,11 +45,13 @@ func (c *backend) closeMoE() error {
 		}
 		delete(s.bufs, k)
 	}
-	if s.mod != nil {
-		if err := s.mod.Close(); err != nil && first == nil {
-			first = err
+	for _, m := range []**Module{&s.mod, &s.tiled} {
+		if *m != nil {
+			if err := (*m).Close(); err != nil && first == nil {
+				first = err
+			}
+			*m = nil
 		}
-		s.mod = nil
 	}
 	return first
 }
