@@ -16,8 +16,12 @@ import (
 // GEMMs are f32 (CUBLAS_COMPUTE_32F); in bf16 precision cuBLAS may round
 // the inputs to TF32.
 
-// attnScoreBytes bounds one chunk's score matrix ([heads][rows][keys] f32).
-const attnScoreBytes = 256 << 20
+// attnScoreBytes bounds one chunk's score matrix ([heads][rows][keys] f32);
+// attnCausalChunk bounds a causal chunk's queries.
+const (
+	attnScoreBytes  = 256 << 20
+	attnCausalChunk = 256
+)
 
 // attnPath says whether Attention takes the GEMM path: in bf16 precision,
 // or when DGQ_CUDA_ATTN=blas (DGQ_CUDA_ATTN=kernel forces the tiled kernels
@@ -52,6 +56,11 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		}
 	}
 	chunk := max(1, min(a.Rows, attnScoreBytes/(4*nq*max(span, 1))))
+	if a.Causal {
+		// Causal chunks see only the keys up to their last query: smaller
+		// chunks skip most of the masked half of the score matrix.
+		chunk = min(chunk, attnCausalChunk)
+	}
 	scratch, err := c.grow(&c.sc.attn, int64(4*nq*chunk*span))
 	if err != nil {
 		return err

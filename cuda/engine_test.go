@@ -149,8 +149,8 @@ func TestEngineGenerateMatchesCPU(t *testing.T) {
 				if same {
 					equal++
 				}
-				t.Logf("seed %d: tokens equal %v (gpu %d steps %s, cpu %d steps %s); lockstep %d steps (%d router-tied): max entropy diff %.3g, flips argmax %d draw %d mask %d, unexplained %d/%d/%d",
-					o.Seed, same, got.Steps, got.StopReason, want.Steps, want.StopReason, r.Steps, r.RouterTiedSteps, r.MaxEntropyDiff,
+				t.Logf("seed %d: tokens equal %v (gpu %d steps %s, cpu %d steps %s); lockstep %d steps, %d of %d positions router-tied: max entropy diff %.3g, flips argmax %d draw %d mask %d, unexplained %d/%d/%d",
+					o.Seed, same, got.Steps, got.StopReason, want.Steps, want.StopReason, r.Steps, r.RouterTied, r.Positions, r.MaxEntropyDiff,
 					r.Argmax, r.Draw, r.Mask, r.UnexplainedArgmax, r.UnexplainedDraw, r.UnexplainedMask)
 				for k, st := range r.PerStep[:min(6, len(r.PerStep))] {
 					t.Logf("  step %d: max |Δ tempered logit| %.3g, max |Δ entropy| %.3g, flips %d, router margin %.3g", k+1, st.LogitDiff, st.EntropyDiff, st.Flips, st.RouterGap)

@@ -199,6 +199,7 @@ func TestAttentionLarge(t *testing.T) {
 	for _, a := range []runtime.AttentionShape{
 		{Rows: 96, Heads: 16, KVHeads: 2, HeadDim: 512, Causal: true, QueryPos: 1900},
 		{Rows: 200, Heads: 16, KVHeads: 8, HeadDim: 256, Causal: true, QueryPos: 1000, KeyStart: 300, Window: 512},
+		{Rows: 600, Heads: 8, KVHeads: 4, HeadDim: 64, Causal: true, QueryPos: 100, Window: 300}, // several causal chunks on the GEMM path
 		{Rows: 130, Heads: 16, KVHeads: 2, HeadDim: 512, KeyStart: 7, KeyEnd: 1100},
 		{Rows: 65, Heads: 6, KVHeads: 3, HeadDim: 72, KeyStart: 0, KeyEnd: 129},
 	} {

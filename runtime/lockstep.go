@@ -30,13 +30,14 @@ type LockstepReport struct {
 	// difference).
 	Argmax, Draw, Mask                                  int
 	UnexplainedArgmax, UnexplainedDraw, UnexplainedMask int
-	// RouterTiedSteps counts the steps where the CPU's router chose an
-	// expert by a probability margin under LockstepRouterTol, in the step or
-	// in the block's prefill: the engine's f32 router may take the other
-	// expert for that token, which changes its output wholesale. Such a
-	// step's disagreements are counted but neither unexplained nor in
-	// MaxEntropyDiff.
-	RouterTiedSteps int
+	// RouterTied counts the positions whose routing on the CPU chose an
+	// expert by a probability margin under LockstepRouterTol in some layer
+	// of the step, or every position of a step after a prefill that did so
+	// for some token (its KV rows may differ): the engine's f32 router may
+	// take the other expert there, which changes the position's output
+	// wholesale. Disagreements at such positions are counted but never
+	// unexplained, and stay out of MaxEntropyDiff.
+	RouterTied int
 	// PerStep holds each step's largest tempered-logit and entropy
 	// differences, its flips (argmax + draw + mask) and the CPU router's
 	// smallest selection margin.
@@ -94,17 +95,17 @@ func (s *lockstepStepper) prefill(ids []int) error {
 	if err := s.dev.prefill(ids); err != nil {
 		return err
 	}
-	// A near tie in the prefill's routing may give the engine another KV
-	// cache for a token: every step until the next prefill is then tied.
-	gap := math.Inf(1)
+	// A near tie in the prefill's routing may give the engine other KV rows
+	// for a token: every step until the next prefill is then tied.
+	gaps := lockstepGaps(len(ids))
 	m := s.cpu.(*logitStepper).m.(*Model)
-	m.routerGap = &gap
-	defer func() { m.routerGap = nil }()
+	m.routerGaps = gaps
+	defer func() { m.routerGaps = nil }()
 	s.prefillTied = false
 	if err := s.cpu.prefill(ids); err != nil {
 		return err
 	}
-	s.prefillTied = gap <= LockstepRouterTol
+	s.prefillTied = slices.Min(gaps) <= LockstepRouterTol
 	return nil
 }
 
@@ -125,22 +126,19 @@ func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64,
 		return nil, err
 	}
 	entC, amaxC := make([]float32, C), make([]int, C)
-	gap := math.Inf(1)
-	cpu.m.(*Model).routerGap = &gap
+	gaps := lockstepGaps(C)
+	cpu.m.(*Model).routerGaps = gaps
 	drawC, err := s.cpu.step(canvas, sc, T, us, entC, amaxC)
-	cpu.m.(*Model).routerGap = nil
+	cpu.m.(*Model).routerGaps = nil
 	if err != nil {
 		return nil, err
 	}
-	tied := gap <= LockstepRouterTol || s.prefillTied
+	gap := slices.Min(gaps)
 	z := cpu.prev // the CPU's tempered logits of this step
 	r := &s.rep
 	r.Steps++
 	r.Positions += C
 	st := LockstepStep{RouterGap: gap}
-	if tied {
-		r.RouterTiedSteps++
-	}
 	if es, ok := s.dev.(*engineStepper); ok {
 		zd := make([]float32, C*V)
 		if err := es.e.b.Download(es.e.s.logits, zd); err != nil {
@@ -153,7 +151,13 @@ func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64,
 		st.Flips = r.Argmax + r.Draw + r.Mask - flips
 		r.PerStep = append(r.PerStep, st)
 	}()
+	tiedAny := false
 	for i := range C {
+		tied := s.prefillTied || gaps[i] <= LockstepRouterTol
+		if tied {
+			r.RouterTied++
+			tiedAny = true
+		}
 		d := math.Abs(float64(ent[i]) - float64(entC[i]))
 		st.EntropyDiff = max(st.EntropyDiff, d)
 		if !tied {
@@ -180,13 +184,22 @@ func (s *lockstepStepper) step(canvas []int, sc scMode, T float32, us []float64,
 		for i := range mask {
 			if mask[i] != maskC[i] {
 				r.Mask++
-				if !tied && margin > 2*st.EntropyDiff {
+				if !tiedAny && margin > 2*st.EntropyDiff {
 					r.UnexplainedMask++
 				}
 			}
 		}
 	}
 	return draw, nil
+}
+
+// lockstepGaps returns n router margins, all +Inf.
+func lockstepGaps(n int) []float64 {
+	g := make([]float64, n)
+	for i := range g {
+		g[i] = math.Inf(1)
+	}
+	return g
 }
 
 // lockstepMassGap is how far the target u lies from the nearest cumulative

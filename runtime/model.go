@@ -45,10 +45,11 @@ type Model struct {
 	scUp      *matrix
 	scDown    *matrix
 
-	// routerGap, when not nil, receives the smallest selection margin of
-	// every routing (route): set only around one forward pass by
-	// GenerateLockstep, which does not run concurrently with others.
-	routerGap *float64
+	// routerGaps, when not nil, receives per token of a forward pass the
+	// smallest selection margin of its routings over the layers (route):
+	// set only around one forward pass by GenerateLockstep, which does not
+	// run concurrently with others.
+	routerGaps []float64
 }
 
 // layer is one transformer layer's weights. Encoder and decoder layers share

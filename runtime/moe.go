@@ -58,7 +58,7 @@ func (m *Model) route(l *layer, x1 []float32, S int) (idx []int, wts []float32) 
 		for j := range K {
 			wts[t*K+j] = (wts[t*K+j] / s) * l.perExpertScale[idx[t*K+j]]
 		}
-		if m.routerGap != nil && K < E {
+		if t < len(m.routerGaps) && K < E {
 			// The margin of the selection: the K-th probability over the best
 			// one left out.
 			rest := float32(0)
@@ -67,7 +67,7 @@ func (m *Model) route(l *layer, x1 []float32, S int) (idx []int, wts []float32) 
 					rest = max(rest, p)
 				}
 			}
-			*m.routerGap = min(*m.routerGap, float64(probs[idx[t*K+K-1]]-rest))
+			m.routerGaps[t] = min(m.routerGaps[t], float64(probs[idx[t*K+K-1]]-rest))
 		}
 	}
 	return idx, wts
