@@ -209,7 +209,7 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 			return err
 		}
 	}
-	if fastGU && tm != nil {
+	if fastGU && tm != nil && tiledFits(H) {
 		if err := c.moeGather(tm, ub, s.pairs, uint32(K), P, H, s.ab); err != nil {
 			return err
 		}
@@ -235,7 +235,7 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 	}
 
 	// Down, times the slot weight: y [P slots][H].
-	if fastDown && tm != nil {
+	if fastDown && tm != nil && tiledFits(F) {
 		if err := c.moeGather(tm, s.z, s.pairs, 0, P, F, s.zb); err != nil {
 			return err
 		}

@@ -14,15 +14,19 @@ import (
 //go:embed kernels/moe_tiled.cu
 var moeTiledSource string
 
-// Geometry of moe_tiled.cu (TL_N, TL_M, TL_AS, TL_S there).
+// Geometry of moe_tiled.cu (TL_N, TL_M, TL_AS, TL_S, TL_STAGE there).
 const (
 	tlRows    = 64
 	tlPairs   = 64
-	tlARow    = 40
+	tlARow    = 72
 	tlStages  = 4
-	tlStage   = tlRows*16 + tlPairs*tlARow*2
+	tlStage   = tlRows*32 + tlRows*8 + tlPairs*tlARow*2
 	tlThreads = 128
 )
+
+// tiledFits says whether the tiled kernels take a reduction width: whole
+// steps of two q4 groups.
+func tiledFits(kd int) bool { return kd > 0 && kd%64 == 0 }
 
 // moeTiledOn says whether MoE's fast path uses moe_tiled.cu (the default)
 // or the per-warp kernels of moe_mma.cu (DGQ_MOE_KERNEL=mma).
@@ -54,7 +58,7 @@ func (c *backend) moeGather(tm *Module, src, pairs Ptr, topk uint32, rows int64,
 // wt (kd columns) for the pairs of the tile table: a the pairs' bf16
 // activations, out the result of width nout.
 func (c *backend) tiledLaunch(tm *Module, gateup bool, wt *cudaWeight, a, pairs, tiles, wts, out Ptr, kd, nout int, maxTiles int64) error {
-	if wt.f != codecs.Q4 || kd%32 != 0 {
+	if wt.f != codecs.Q4 || !tiledFits(kd) {
 		return fmt.Errorf("cuda: tiled MoE GEMM of a %v weight of width %d", wt.f, kd)
 	}
 	planes, err := codecs.Q4.Planes(wt.dt, wt.geom)
@@ -68,7 +72,7 @@ func (c *backend) tiledLaunch(tm *Module, gateup bool, wt *cudaWeight, a, pairs,
 	if gateup {
 		kernel, cols = "moe_tl_gateup", tlRows/2
 	}
-	shared := uint32(4*tlRows*(kd/32) + tlStages*tlStage)
+	const shared = tlStages * tlStage
 	base := wt.b.Ptr()
 	return tm.Launch(kernel, [3]uint32{uint32((nout + cols - 1) / cols), uint32(maxTiles), 1}, [3]uint32{tlThreads, 1, 1}, shared,
 		base.Add(planes[0].Offset), base.Add(planes[1].Offset), base.Add(planes[2].Offset),

@@ -5,10 +5,10 @@
 //
 // A block computes one tile of the grouped GEMM: up to 64 token-expert pairs
 // of one expert (an entry of the tile table) against 64 weight rows of that
-// expert, over the whole reduction width kd in steps of one q4 group (32).
-// Every step stages, with cp.async in a 4-deep pipeline, the 64 rows' 16
-// code bytes and the pairs' 32 bf16 activations into shared memory; the
-// rows' fp16 scales and biases of all groups are staged once at the start.
+// expert, over the whole reduction width kd in steps of two q4 groups (64;
+// kd % 64 == 0). Every step stages, with cp.async in a 4-deep pipeline, the
+// 64 rows' 32 code bytes and two fp16 scales and biases, and the pairs' 64
+// bf16 activations into shared memory.
 // Each of the 4 warps owns 16 weight rows (two n8 tiles) and every m16 tile
 // of pairs: it decodes its B fragments from the staged codes exactly as the
 // codec does (f32(code·scale) + bias), rounds them to bf16, and runs
@@ -35,8 +35,13 @@ typedef unsigned long long u64;
 #define TL_M 64   // pairs per tile (the tile table's)
 #define TL_N 64   // weight rows per block
 #define TL_S 4    // pipeline stages
-#define TL_AS 40  // bf16 per staged activation row (32 + 8: conflict-free fragment loads)
-#define TL_STAGE (TL_N * 16 + TL_M * TL_AS * 2) // bytes per stage
+#define TL_AS 72  // bf16 per staged activation row (64 + 8: conflict-free fragment loads)
+// A stage: codes [TL_N][32 B], scales [TL_N][2] and biases [TL_N][2] fp16,
+// activations [TL_M][TL_AS] bf16.
+#define TL_SC (TL_N * 32)
+#define TL_BI (TL_SC + TL_N * 4)
+#define TL_A (TL_BI + TL_N * 4)
+#define TL_STAGE (TL_A + TL_M * TL_AS * 2) // bytes per stage
 
 struct alignas(16) tl_v4 {
 	u32 x, y, z, w;
@@ -51,8 +56,9 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
 __device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0));
 }
-__device__ __forceinline__ void cp4(void* dst, const void* src) {
-	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(dst)), "l"(src));
+// 4 bytes global → shared, asynchronously; zero-filled when !ok.
+__device__ __forceinline__ void cp4(void* dst, const void* src, bool ok) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 4 : 0));
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(TL_S - 2)); }
@@ -112,51 +118,32 @@ __device__ __forceinline__ void tl_kernel(const u8* __restrict__ codes, const u1
 	if (tile >= tiles[0]) return;
 	const u32 ex = tiles[1u + 3u * tile], p0 = tiles[2u + 3u * tile], cnt = tiles[3u + 3u * tile];
 	if (cnt == 0u) return;
-	const u32 G = kd >> 5;
+	const u32 G = kd >> 5, NS = kd >> 6;
 	const u32 tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u, g = lane >> 2, q = lane & 3u;
-	u16* ssc = (u16*)smem;       // [TL_N][G] scales
-	u16* sbi = ssc + TL_N * G;   // [TL_N][G] biases
-	u8* stages = (u8*)(sbi + TL_N * G); // 256·G bytes in: 16-aligned
+	u8* stages = smem;
 
-	// Scales and biases of every group, once (cp.async group 0 with stage 0).
-	if ((G & 1u) == 0u) {
-		const u32 half = G >> 1;
-		for (u32 i = tid; i < TL_N * half; i += blockDim.x) {
-			u32 r = i / half, c = i - r * half;
-			bool ok;
-			u64 wr = tl_wrow<MODE>(r, ex, nout, ok);
-			if (ok) {
-				cp4(ssc + r * G + 2u * c, scales + wr * G + 2u * c);
-				cp4(sbi + r * G + 2u * c, biases + wr * G + 2u * c);
-			} else {
-				*(u32*)(ssc + r * G + 2u * c) = 0u;
-				*(u32*)(sbi + r * G + 2u * c) = 0u;
-			}
-		}
-	} else {
-		for (u32 i = tid; i < TL_N * G; i += blockDim.x) {
-			u32 r = i / G, c = i - r * G;
-			bool ok;
-			u64 wr = tl_wrow<MODE>(r, ex, nout, ok);
-			ssc[i] = ok ? scales[wr * G + c] : (u16)0;
-			sbi[i] = ok ? biases[wr * G + c] : (u16)0;
-		}
-	}
-
-	// Stage loader: group gi into stage s.
+	// Stage loader: reduction step ks (groups 2ks, 2ks+1) into stage s.
 	const u64 rowBytes = kd >> 1;
-	auto load = [&](u32 s, u32 gi) {
+	auto load = [&](u32 s, u32 ks) {
 		u8* st = stages + s * TL_STAGE;
-		u16* sa = (u16*)(st + TL_N * 16);
-		for (u32 i = tid; i < TL_N; i += blockDim.x) {
+		u16* sa = (u16*)(st + TL_A);
+		for (u32 i = tid; i < 2u * TL_N; i += blockDim.x) {
+			u32 r = i >> 1, c = i & 1u;
 			bool ok;
-			u64 wr = tl_wrow<MODE>(i, ex, nout, ok);
-			cp16(st + 16u * i, codes + wr * rowBytes + 16u * gi, ok);
+			u64 wr = tl_wrow<MODE>(r, ex, nout, ok);
+			cp16(st + 32u * r + 16u * c, codes + wr * rowBytes + 32u * ks + 16u * c, ok);
 		}
-		for (u32 i = tid; i < TL_M * 4u; i += blockDim.x) {
-			u32 r = i >> 2, c = i & 3u;
+		for (u32 i = tid; i < 2u * TL_N; i += blockDim.x) {
+			u32 r = i >> 1;
+			bool ok;
+			u64 wr = tl_wrow<MODE>(r, ex, nout, ok);
+			if (i & 1u) cp4(st + TL_BI + 4u * r, biases + wr * G + 2u * ks, ok);
+			else cp4(st + TL_SC + 4u * r, scales + wr * G + 2u * ks, ok);
+		}
+		for (u32 i = tid; i < TL_M * 8u; i += blockDim.x) {
+			u32 r = i >> 3, c = i & 7u;
 			bool ok = r < cnt;
-			cp16(sa + r * TL_AS + 8u * c, A + (u64)(ok ? p0 + r : p0) * kd + 32u * gi + 8u * c, ok);
+			cp16(sa + r * TL_AS + 8u * c, A + (u64)(ok ? p0 + r : p0) * kd + 64u * ks + 8u * c, ok);
 		}
 	};
 
@@ -171,35 +158,42 @@ __device__ __forceinline__ void tl_kernel(const u8* __restrict__ codes, const u1
 
 #pragma unroll
 	for (u32 s = 0; s < TL_S - 1; s++) {
-		if (s < G) load(s, s);
+		if (s < NS) load(s, s);
 		cp_commit();
 	}
-	for (u32 gi = 0; gi < G; gi++) {
+	for (u32 ks = 0; ks < NS; ks++) {
 		cp_wait();
 		__syncthreads();
-		u32 nx = gi + TL_S - 1;
-		if (nx < G) load(nx % TL_S, nx);
+		u32 nx = ks + TL_S - 1;
+		if (nx < NS) load(nx % TL_S, nx);
 		cp_commit();
 
-		const u8* st = stages + (gi % TL_S) * TL_STAGE;
-		const u16* sa = (const u16*)(st + TL_N * 16);
-		u32 b[2][2][2]; // [tile][k16 step][reg]
+		const u8* st = stages + (ks % TL_S) * TL_STAGE;
+		const u16* sa = (const u16*)(st + TL_A);
+		u32 b[2][4][2]; // [tile][k16 step][reg]
 #pragma unroll
 		for (int t = 0; t < 2; t++) {
 			u32 r = 16u * warp + 8u * t + g;
-			tl_v4 cw = *(const tl_v4*)(st + 16u * r);
-			float sc = tl_f16(ssc[r * G + gi]), bi = tl_f16(sbi[r * G + gi]);
+			tl_v4 c0 = *(const tl_v4*)(st + 32u * r);
+			tl_v4 c1 = *(const tl_v4*)(st + 32u * r + 16u);
+			u32 scw = *(const u32*)(st + TL_SC + 4u * r), biw = *(const u32*)(st + TL_BI + 4u * r);
+			float sc0 = tl_f16((u16)scw), sc1 = tl_f16((u16)(scw >> 16));
+			float bi0 = tl_f16((u16)biw), bi1 = tl_f16((u16)(biw >> 16));
 			u32 sh = 8u * q;
-			b[t][0][0] = tl_deq2(cw.x >> sh, sc, bi);
-			b[t][0][1] = tl_deq2(cw.y >> sh, sc, bi);
-			b[t][1][0] = tl_deq2(cw.z >> sh, sc, bi);
-			b[t][1][1] = tl_deq2(cw.w >> sh, sc, bi);
+			b[t][0][0] = tl_deq2(c0.x >> sh, sc0, bi0);
+			b[t][0][1] = tl_deq2(c0.y >> sh, sc0, bi0);
+			b[t][1][0] = tl_deq2(c0.z >> sh, sc0, bi0);
+			b[t][1][1] = tl_deq2(c0.w >> sh, sc0, bi0);
+			b[t][2][0] = tl_deq2(c1.x >> sh, sc1, bi1);
+			b[t][2][1] = tl_deq2(c1.y >> sh, sc1, bi1);
+			b[t][3][0] = tl_deq2(c1.z >> sh, sc1, bi1);
+			b[t][3][1] = tl_deq2(c1.w >> sh, sc1, bi1);
 		}
 #pragma unroll
 		for (int m = 0; m < 4; m++) {
 			if ((u32)m >= mts) continue;
 #pragma unroll
-			for (int kk = 0; kk < 2; kk++) {
+			for (int kk = 0; kk < 4; kk++) {
 				const u16* r0 = sa + (16u * m + g) * TL_AS + 16u * kk + 2u * q;
 				const u16* r1 = r0 + 8u * TL_AS;
 				u32 a0 = *(const u32*)r0, a1 = *(const u32*)r1;
@@ -242,8 +236,8 @@ __device__ __forceinline__ void tl_kernel(const u8* __restrict__ codes, const u1
 #define TL_ARGS codes, scales, biases, A, pairs, tiles, wts, out, kd, nout
 
 // moe_tl_gateup: z [pairs][nout] = gelu(a·gateᵀ)·(a·upᵀ), a the pairs'
-// activations [pairs][kd] bf16; grid (⌈nout/32⌉, tiles), 128 threads,
-// dynamic shared memory 256·(kd/32) + TL_S·TL_STAGE bytes.
+// activations [pairs][kd] bf16 (kd % 64 == 0); grid (⌈nout/32⌉, tiles),
+// 128 threads, dynamic shared memory TL_S·TL_STAGE bytes.
 extern "C" __global__ void __launch_bounds__(128) moe_tl_gateup(TL_PARAMS) { tl_kernel<0>(TL_ARGS); }
 
 // moe_tl_down: y [slots][nout] = (a·downᵀ)·wts[slot], a = z [pairs][kd]
