@@ -131,6 +131,12 @@ func TestEngineGenerateMatchesCPU(t *testing.T) {
 				{Seed: 5},
 				{Seed: 7, MaxNewTokens: 40, MaxSteps: 6, FirstStepSC: true},
 				{Seed: 3, MaxNewTokens: 16, ArgmaxAccept: true, PlateauStop: true, EmptyReplyReroll: true},
+				// Short blocks: one or two steps, so self-conditioning has no
+				// chain to amplify along.
+				{Seed: 11, MaxNewTokens: 64, MaxSteps: 1},
+				{Seed: 12, MaxNewTokens: 64, MaxSteps: 1},
+				{Seed: 13, MaxNewTokens: 64, MaxSteps: 2},
+				{Seed: 14, MaxNewTokens: 64, MaxSteps: 2, ArgmaxAccept: true},
 			}
 			for _, o := range opts {
 				want, err := m.Generate(context.Background(), prompt, nil, o)
