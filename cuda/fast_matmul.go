@@ -27,17 +27,8 @@ func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, er
 	m64, k64 := int64(m), int64(k)
 	switch {
 	case w.f == codecs.Raw && w.dt == codecs.BF16:
-		ab, err := st.scratch(c.d, "mm.a16", 2*m64*k64)
+		ab, err := c.narrowBF16("mm.a16", a, m64*k64)
 		if err != nil {
-			return true, err
-		}
-		mm, err := st.module(c.d)
-		if err != nil {
-			return true, err
-		}
-		const block = 256
-		if err := mm.Launch("narrow_bf16", [3]uint32{c.ops.gridFor(m64*k64, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			a, ab, uint64(m64*k64)); err != nil {
 			return true, err
 		}
 		// Row-major out[m][n] = a·wᵀ is column-major outᵀ (n×m) = w·aᵀ: w
@@ -65,4 +56,20 @@ func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, er
 		return true, c.q4Launch(mm, "q4_dense", w, ab, as, ab, ab, ab, out, k, n, grid, m)
 	}
 	return false, nil
+}
+
+// narrowBF16 queues narrow_bf16 of n f32 values at src into the named
+// scratch buffer and returns its address.
+func (c *backend) narrowBF16(scratch string, src Ptr, n int64) (Ptr, error) {
+	st := c.moeState()
+	dst, err := st.scratch(c.d, scratch, 2*n)
+	if err != nil {
+		return 0, err
+	}
+	mm, err := st.module(c.d)
+	if err != nil {
+		return 0, err
+	}
+	const block = 256
+	return dst, mm.Launch("narrow_bf16", [3]uint32{c.ops.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, src, dst, uint64(n))
 }

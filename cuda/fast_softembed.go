@@ -11,19 +11,8 @@ func (c *backend) softEmbedFast(out, probs Ptr, n, V, H int, tw *cudaWeight) (ha
 	if !c.fast || tw.f32 || tw.f != codecs.Raw || tw.dt != codecs.BF16 {
 		return false, nil
 	}
-	st := c.moeState()
-	nv := int64(n) * int64(V)
-	pb, err := st.scratch(c.d, "soft.p16", 2*nv)
+	pb, err := c.narrowBF16("soft.p16", probs, int64(n)*int64(V))
 	if err != nil {
-		return true, err
-	}
-	mm, err := st.module(c.d)
-	if err != nil {
-		return true, err
-	}
-	const block = 256
-	if err := mm.Launch("narrow_bf16", [3]uint32{c.ops.gridFor(nv, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-		probs, pb, uint64(nv)); err != nil {
 		return true, err
 	}
 	// Column-major outᵀ (H×n) = Tᵀ (H×V: the row-major table, ld H) · Pᵀ (V×n, ld V).
