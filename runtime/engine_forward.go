@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"slices"
 )
 
 // engScratch holds the engine's activation buffers, grown to the largest
@@ -147,14 +146,7 @@ func (e *Engine) Prefill(c *EngineCache, ids []int, hidden []float32) error {
 	if hidden != nil && len(hidden) != S*H {
 		return inputErr("prefill hidden holds %d values, want %d×%d", len(hidden), S, H)
 	}
-	if slices.Contains(ids, e.m.imageToken) {
-		ids = slices.Clone(ids)
-		for i, id := range ids {
-			if id == e.m.imageToken {
-				ids[i] = e.m.padToken
-			}
-		}
-	}
+	ids = e.m.encoderIDs(ids)
 	if err := c.reserve(c.n + S); err != nil {
 		return err
 	}

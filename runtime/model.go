@@ -102,14 +102,7 @@ func (m *Model) Prefill(c *Cache, ids []int) ([]float32, error) {
 		return nil, err
 	}
 	S, H, pos0 := len(ids), m.hidden, c.n
-	if slices.Contains(ids, m.imageToken) {
-		ids = slices.Clone(ids)
-		for i, id := range ids {
-			if id == m.imageToken {
-				ids[i] = m.padToken // as transformers' encoder does before the text embedding
-			}
-		}
-	}
+	ids = m.encoderIDs(ids)
 	x := m.embedRows(m.encEmbed, ids)
 	for i, l := range m.enc {
 		m.layerForward(l, x, S, pos0, &c.layers[i], true)
@@ -197,6 +190,22 @@ func (m *Model) layerForward(l *layer, x []float32, S, pos0 int, kv *kvLayer, en
 	for i := range x {
 		x[i] = (x[i] + h1[i]) * l.scalar
 	}
+}
+
+// encoderIDs returns ids with image placeholders replaced by the pad token,
+// as transformers' encoder does before the text embedding (a copy only when
+// there is one).
+func (m *Model) encoderIDs(ids []int) []int {
+	if !slices.Contains(ids, m.imageToken) {
+		return ids
+	}
+	ids = slices.Clone(ids)
+	for i, id := range ids {
+		if id == m.imageToken {
+			ids[i] = m.padToken
+		}
+	}
+	return ids
 }
 
 // embedRows gathers the embedding rows of ids (decoding only those rows)
