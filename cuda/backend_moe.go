@@ -9,11 +9,12 @@ import (
 
 // MoE on the device: the router (router.kern and a cuBLAS SGEMM), grouping
 // by expert with a tile table, grouped expert GEMMs (moe_expert_f32, exact;
-// moe_q4_gateup/moe_q4_down on the tensor cores in PrecisionBF16 for q4
-// experts) and the combine, all queued on the stream with no host round
-// trip. docs/cuda.md, "MoE", has the design.
+// in PrecisionBF16 for q4 experts moe_mma.cu's fp16 tensor-core GEMM,
+// moe_q4_gateup_*/moe_q4_down_*) and the combine, all queued on the stream
+// with no host round trip. docs/cuda.md, "MoE", has the design.
 
-// moeBM is the tile table's pairs per tile (MOE_BM in both kernel files).
+// moeBM is the exact kernel's pairs per tile (MOE_BM in router.kern); the
+// fast GEMM's tables have their configuration's bm.
 const moeBM = 64
 
 // moeMaxExperts bounds E (moe_topk_f32's shared arrays).
@@ -76,7 +77,8 @@ func (c *backend) MoE(out, u, x runtime.Buf, rows int, w runtime.MoEWeights) err
 // moeScratch holds the device addresses of one MoE call's scratch.
 type moeScratch struct {
 	r, rw, logits, idx, wts, counts, pairs, tiles, z, y Ptr
-	ab, as, zb, zs                                      Ptr // packed bf16 activations and group sums (fast q4)
+	ftiles                                              Ptr // the fast GEMMs' tile table (bm of their configuration), where it differs from tiles
+	ab, ainv, zb, zinv                                  Ptr // packed fp16 activations and their row scalings (fast q4)
 }
 
 // moe is MoE; when stage is not nil it is called after each stage's work is
@@ -115,6 +117,38 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 		return fmt.Errorf("cuda: MoE of width %d, expert width %d", H, F)
 	}
 	fastGU, fastDown := c.q4Fast(gateUp), c.q4Fast(down)
+	// The q4 GEMMs: moe_tiled.cu where DGQ_MOE_KERNEL=tiled asks for it and
+	// the width fits it, else moe_mma.cu's (q4GU, q4Down), whose
+	// configuration is chosen by the mean pairs per expert; where none fits
+	// the device, the exact kernel.
+	tiledGU := fastGU && moeTiledOn() && tiledFits(H)
+	tiledDown := fastDown && moeTiledOn() && tiledFits(F)
+	q4GU, q4Down := fastGU && !tiledGU, fastDown && !tiledDown
+	var cfg moeQ4Config
+	fTiles := maxTiles
+	if q4GU || q4Down {
+		var kds []int
+		if q4GU {
+			kds = append(kds, H)
+		}
+		if q4Down {
+			kds = append(kds, F)
+		}
+		// A table of bm pairs a tile has at most (P + E·(bm−1))/bm tiles.
+		ok := false
+		if cfg, ok = c.q4Pick(float64(P)/float64(E), P+int64(E)*128, q4GU, kds...); !ok {
+			q4GU, q4Down = false, false
+		} else {
+			fTiles = (P + int64(E)*int64(cfg.bm()-1)) / int64(cfg.bm())
+		}
+	}
+	// One tile table serves every GEMM when both are moe_mma.cu's; else the
+	// others' (bm 64) and, for moe_mma.cu's, one of its bm.
+	scatterBM := int64(moeBM)
+	if q4GU && q4Down {
+		scatterBM = int64(cfg.bm())
+	}
+	needFTiles := (q4GU || q4Down) && scatterBM != int64(cfg.bm())
 	if stage == nil {
 		stage = func(string) error { return nil }
 	}
@@ -136,13 +170,15 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 		{&s.wts, "moe.wts", 4 * P, true},
 		{&s.counts, "moe.counts", 4 * E64, true},
 		{&s.pairs, "moe.pairs", 4 * P, true},
-		{&s.tiles, "moe.tiles", 4 * (1 + 3*maxTiles), true},
+		{&s.tiles, "moe.tiles", 4 * (1 + 3*max(maxTiles, fTiles)), true},
+		{&s.ftiles, "moe.ftiles", 4 * (1 + 3*fTiles), needFTiles},
 		{&s.z, "moe.z", 4 * P * F64, true},
 		{&s.y, "moe.y", 4 * P * H64, true},
-		{&s.ab, "moe.ab", 2 * P * H64, fastGU},
-		{&s.as, "moe.as", 4 * P * (H64 / 32), fastGU},
-		{&s.zb, "moe.zb", 2 * P * F64, fastDown},
-		{&s.zs, "moe.zs", 4 * P * (F64 / 32), fastDown},
+		{&s.ab, "moe.ab", 2 * rows64 * H64, q4GU},
+		{&s.ab, "moe.ab", 2 * P * H64, tiledGU},
+		{&s.ainv, "moe.ainv", 4 * rows64, q4GU},
+		{&s.zb, "moe.zb", 2 * P * F64, q4Down || tiledDown},
+		{&s.zinv, "moe.zinv", 4 * P, q4Down},
 	} {
 		if !a.need {
 			continue
@@ -156,7 +192,7 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 		return err
 	}
 	var mm *Module
-	if fastGU || fastDown {
+	if q4GU || q4Down {
 		if mm, err = st.module(c.d); err != nil {
 			return err
 		}
@@ -189,14 +225,21 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 		return err
 	}
 
-	// Grouping: counts, pair list by expert, tile table.
+	// Grouping: counts, pair list by expert, tile table(s).
 	const groupThreads = 256
 	if err := rk.Launch("moe_count_u32", grid1(E), block1(groupThreads), 0, s.idx, s.counts, uint32(P)); err != nil {
 		return err
 	}
 	if err := rk.Launch("moe_scatter_u32", grid1(E), block1(groupThreads), 0,
-		s.idx, s.counts, s.pairs, s.tiles, uint32(P), uint32(E), uint32(moeBM)); err != nil {
+		s.idx, s.counts, s.pairs, s.tiles, uint32(P), uint32(E), uint32(scatterBM)); err != nil {
 		return err
+	}
+	ftiles := s.tiles
+	if needFTiles {
+		if err := mm.Launch("moe_tiles_u32", grid1(1), block1(1024), 0, s.counts, s.ftiles, uint32(E), uint32(cfg.bm())); err != nil {
+			return err
+		}
+		ftiles = s.ftiles
 	}
 	if err := stage("group"); err != nil {
 		return err
@@ -204,24 +247,24 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 
 	// Gate/up with gelu·up: z [P][F].
 	var tm *Module
-	if (fastGU || fastDown) && moeTiledOn() {
+	if tiledGU || tiledDown {
 		if tm, err = c.tiledModule(); err != nil {
 			return err
 		}
 	}
-	if fastGU && tm != nil && tiledFits(H) {
+	if tiledGU {
 		if err := c.moeGather(tm, ub, s.pairs, uint32(K), P, H, s.ab); err != nil {
 			return err
 		}
 		if err := c.tiledLaunch(tm, true, gateUp, s.ab, s.pairs, s.tiles, s.wts, s.z, H, F, maxTiles); err != nil {
 			return err
 		}
-	} else if fastGU {
-		if err := c.moePack(mm, ub, s.pairs, uint32(K), P, H, s.ab, s.as); err != nil {
+	} else if q4GU {
+		if err := c.moePack(mm, ub, rows64, H, s.ab, s.ainv); err != nil {
 			return err
 		}
-		if err := c.q4Launch(mm, "moe_q4_gateup", gateUp, s.ab, s.as, s.pairs, s.tiles, s.wts, s.z,
-			H, F, [3]uint32{uint32((F + 31) / 32), uint32(maxTiles), 1}, 0); err != nil {
+		if err := c.q4Launch(mm, cfg, "moe_q4_gateup_", gateUp, s.ab, s.ainv, s.pairs, ftiles, s.wts, s.z,
+			H, F, 0, K, [3]uint32{uint32((F + 63) / 64), uint32(fTiles), 1}); err != nil {
 			return err
 		}
 	} else {
@@ -235,19 +278,19 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 	}
 
 	// Down, times the slot weight: y [P slots][H].
-	if fastDown && tm != nil && tiledFits(F) {
+	if tiledDown {
 		if err := c.moeGather(tm, s.z, s.pairs, 0, P, F, s.zb); err != nil {
 			return err
 		}
 		if err := c.tiledLaunch(tm, false, down, s.zb, s.pairs, s.tiles, s.wts, s.y, F, H, maxTiles); err != nil {
 			return err
 		}
-	} else if fastDown {
-		if err := c.moePack(mm, s.z, s.pairs, 0, P, F, s.zb, s.zs); err != nil {
+	} else if q4Down {
+		if err := c.moePack(mm, s.z, P, F, s.zb, s.zinv); err != nil {
 			return err
 		}
-		if err := c.q4Launch(mm, "moe_q4_down", down, s.zb, s.zs, s.pairs, s.tiles, s.wts, s.y,
-			F, H, [3]uint32{uint32((H + 63) / 64), uint32(maxTiles), 1}, 0); err != nil {
+		if err := c.q4Launch(mm, cfg, "moe_q4_down_", down, s.zb, s.zinv, s.pairs, ftiles, s.wts, s.y,
+			F, H, 0, K, [3]uint32{uint32((H + 127) / 128), uint32(fTiles), 1}); err != nil {
 			return err
 		}
 	} else {
@@ -260,9 +303,15 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 		return err
 	}
 
-	// out[t] = Σ_j y[t·K + j] in slot order.
+	// out[t] = Σ_j y[t·K + j] in slot order (four columns a thread in fast
+	// mode: the same sums).
 	const block = 256
-	if err := rk.Launch("moe_combine_f32", [3]uint32{c.ops.gridFor(rows64*H64, block), 1, 1}, block1(block), 0,
+	if c.fast && mm != nil && H%4 == 0 { // mm: sm_80 or later
+		if err := mm.Launch("moe_combine4_f32", [3]uint32{c.ops.gridFor(rows64*H64/4, block), 1, 1}, block1(block), 0,
+			s.y, ob, uint32(rows), uint32(H), uint32(K)); err != nil {
+			return err
+		}
+	} else if err := rk.Launch("moe_combine_f32", [3]uint32{c.ops.gridFor(rows64*H64, block), 1, 1}, block1(block), 0,
 		s.y, ob, uint32(rows), uint32(H), uint32(K)); err != nil {
 		return err
 	}
@@ -284,20 +333,21 @@ func (c *backend) moeExact(rk *Module, wt *cudaWeight, a, pairs, tiles, wts, out
 		p[0], p[1], p[2], a, pairs, tiles, wts, out, code, bits, uint32(kd), uint32(nout), uint32(topk), gu)
 }
 
-// moePack queues moe_pack_bf16: rows × kd f32 from src (row p = token
-// pairs[p]/topk when topk > 0, else row p) to packed bf16 at dst and group
-// sums at sums.
-func (c *backend) moePack(mm *Module, src, pairs Ptr, topk uint32, rows int64, kd int, dst, sums Ptr) error {
+// moePack queues moe_pack_f16: rows × kd f32 from src to fp16 rows at dst
+// (the permuted run order of moe_mma.cu), each scaled by a power of two
+// whose inverse goes to inv[row]. One warp per row.
+func (c *backend) moePack(mm *Module, src Ptr, rows int64, kd int, dst, inv Ptr) error {
 	const block = 256
-	grid := c.ops.gridFor(rows*int64(kd/8), block)
-	return mm.Launch("moe_pack_bf16", [3]uint32{grid, 1, 1}, [3]uint32{block, 1, 1}, 0,
-		src, pairs, topk, uint32(rows), uint32(kd), dst, sums)
+	return mm.Launch("moe_pack_f16", [3]uint32{c.ops.gridFor(rows*32, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+		src, uint32(rows), uint32(kd), dst, inv)
 }
 
-// q4Launch queues one of the q4 tensor-core kernels on weight wt (q4, kd
-// columns): A/asum the packed activations, out the result, nout its width;
-// m the rows of q4_dense (0 for the grouped kernels).
-func (c *backend) q4Launch(mm *Module, kernel string, wt *cudaWeight, a, asum, pairs, tiles, wts, out Ptr, kd, nout int, grid [3]uint32, m int) error {
+// q4Launch queues the q4 tensor-core GEMM kernel prefix+cfg.name on weight
+// wt (q4, kd columns): a/ainv the packed activations and their row
+// scalings, out the result, nout its width; m the rows of q4_dense (0 for
+// the grouped kernels), topk the pairs per token (gate/up reads token
+// pair/topk).
+func (c *backend) q4Launch(mm *Module, cfg moeQ4Config, prefix string, wt *cudaWeight, a, ainv, pairs, tiles, wts, out Ptr, kd, nout, m, topk int, grid [3]uint32) error {
 	planes, err := codecs.Q4.Planes(wt.dt, wt.geom)
 	if err != nil {
 		return err
@@ -306,7 +356,7 @@ func (c *backend) q4Launch(mm *Module, kernel string, wt *cudaWeight, a, asum, p
 		return fmt.Errorf("cuda: q4 weight with %d planes", len(planes))
 	}
 	base := wt.b.Ptr()
-	return mm.Launch(kernel, grid, [3]uint32{128, 1, 1}, 0,
+	return mm.Launch(prefix+cfg.name, grid, [3]uint32{cfg.threads(), 1, 1}, cfg.smem(kd, prefix == "moe_q4_gateup_"),
 		base.Add(planes[0].Offset), base.Add(planes[1].Offset), base.Add(planes[2].Offset),
-		a, asum, pairs, tiles, wts, out, uint32(kd), uint32(nout), uint32(m))
+		a, ainv, pairs, tiles, wts, out, uint32(kd), uint32(nout), uint32(m), uint32(topk), uint32(wt.geom.Rows))
 }

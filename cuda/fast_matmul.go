@@ -10,9 +10,9 @@ import "github.com/dgq-dev/dgq/codecs"
 //   - raw bf16 w: a rounded to bf16 (narrow_bf16, to nearest even) into
 //     scratch, then cuBLAS GemmEx with bf16 inputs, f32 output and f32
 //     compute.
-//   - q4 w (sm_80 or later): a packed to bf16 with group sums (moe_pack_bf16)
-//     and q4_dense, the tensor-core q4 kernel of the MoE (exact codes, f32
-//     group scale and bias; moe_mma.cu).
+//   - q4 w (sm_80 or later): a packed to fp16 with a power-of-two scaling
+//     per row (moe_pack_f16) and q4_dense, the tensor-core q4 GEMM of the MoE
+//     (weights decoded to fp16 in registers, f32 accumulation; moe_mma.cu).
 //
 // Shapes are the caller's to check (runtime.CheckMatMulNT).
 func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, err error) {
@@ -35,12 +35,16 @@ func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, er
 		// [n][k] row-major is the column-major k×n wᵀ (op T), a [m][k] the
 		// column-major k×m aᵀ (op N).
 		return true, c.d.GemmEx(true, false, n, m, k, 1, w.b.Ptr(), R16BF, k, ab, R16BF, k, 0, out, R32F, n)
-	case w.f == codecs.Q4 && k%32 == 0 && c.fastMMA() && m <= 65535*moeBM:
+	case w.f == codecs.Q4 && k%32 == 0 && c.fastMMA():
+		cfg, ok := c.q4Pick(float64(m), m64, false, k)
+		if !ok {
+			return false, nil
+		}
 		ab, err := st.scratch(c.d, "mm.q4a", 2*m64*k64)
 		if err != nil {
 			return true, err
 		}
-		as, err := st.scratch(c.d, "mm.q4s", 4*m64*(k64/32))
+		ainv, err := st.scratch(c.d, "mm.q4s", 4*m64)
 		if err != nil {
 			return true, err
 		}
@@ -48,12 +52,12 @@ func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, er
 		if err != nil {
 			return true, err
 		}
-		if err := c.moePack(mm, a, ab, 0, m64, k, ab, as); err != nil {
+		if err := c.moePack(mm, a, m64, k, ab, ainv); err != nil {
 			return true, err
 		}
 		// The grouped kernels' pairs, tiles and wts are not read by q4_dense.
-		grid := [3]uint32{uint32((n + 63) / 64), uint32((m + moeBM - 1) / moeBM), 1}
-		return true, c.q4Launch(mm, "q4_dense", w, ab, as, ab, ab, ab, out, k, n, grid, m)
+		grid := [3]uint32{uint32((n + 127) / 128), uint32((m + cfg.bm() - 1) / cfg.bm()), 1}
+		return true, c.q4Launch(mm, cfg, "q4_dense_", w, ab, ainv, ab, ab, ab, out, k, n, m, 1, grid)
 	}
 	return false, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,8 @@ const (
 	moeAbs      = 1e-6
 	moeGap      = 1e-5
 	// |c − ref| ≤ matMulFastRel·Σ|a·w|: rounding a to bf16 moves each
-	// product by at most 2^-9 of itself.
+	// product by at most 2^-8 of itself (raw bf16 weights), rounding a and a
+	// q4 weight to fp16 by at most about 2^-10 (q4).
 	matMulFastRel = 2.5e-3
 )
 
@@ -370,36 +372,53 @@ func TestMoESmall(t *testing.T) {
 			rs := newMoESetup(t, ref, p)
 			want := rs.run(t, c.rows)
 			rs.free()
-			for _, m := range []struct {
+			type mode struct {
 				be  runtime.Backend
 				rel float64
 				tag string
-			}{{exact, moeExactRel, "exact"}, {fast, moeFastRel, "fast"}} {
+			}
+			modes := []mode{{exact, moeExactRel, "exact"}, {fast, moeFastRel, "fast"}}
+			if f == codecs.Q4 { // every configuration of the q4 GEMM
+				for _, k := range moeQ4Configs {
+					modes = append(modes, mode{fast, moeFastRel, "fast-" + k.name})
+				}
+			}
+			for _, m := range modes {
+				moeQ4Force = strings.TrimPrefix(m.tag, "fast-")
+				if m.tag == "fast" || m.tag == "exact" {
+					moeQ4Force = ""
+				}
 				s := newMoESetup(t, m.be, p)
 				got := s.run(t, c.rows)
 				s.free()
 				moeCompare(t, name+"/"+m.tag, p, got, want, m.rel)
 			}
+			moeQ4Force = ""
 		}
 	}
 }
 
 var (
-	moeRealOnce sync.Once
-	moeReal     map[codecs.Format]*moeProblem
+	moeRealMu sync.Mutex
+	moeReal   = map[codecs.Format]*moeProblem{}
 )
 
-// moeRealProblems returns the model-shaped problems (E 128, K 8, H 2816,
-// F 704, 256 rows) with q4 and raw bf16 experts, made once.
-func moeRealProblems(t testing.TB, rows int) map[codecs.Format]*moeProblem {
-	moeRealOnce.Do(func() {
-		moeReal = map[codecs.Format]*moeProblem{}
-		for _, f := range []codecs.Format{codecs.Q4, codecs.Raw} {
-			moeReal[f] = newMoEProblem(t, 7, 128, 8, 2816, 704, 1024, f, f)
-		}
-	})
-	return moeReal
+// moeRealProblem returns the model-shaped problem (E 128, K 8, H 2816,
+// F 704, 1024 rows) with experts in format f (q4 or raw bf16), made once.
+func moeRealProblem(t testing.TB, f codecs.Format) *moeProblem {
+	moeRealMu.Lock()
+	defer moeRealMu.Unlock()
+	if p := moeReal[f]; p != nil {
+		return p
+	}
+	p := newMoEProblem(t, 7, 128, 8, 2816, 704, 1024, f, f)
+	moeReal[f] = p
+	return p
 }
+
+// moeQ4Only (DGQ_MOE_Q4_ONLY set) skips the raw bf16 cases of the MoE and
+// MatMulNT tests, whose GPU paths the q4 kernels do not touch.
+func moeQ4Only() bool { return os.Getenv("DGQ_MOE_Q4_ONLY") != "" }
 
 // TestMoEReal compares MoE with the CPU backend at the model's shape (37 and
 // 256 tokens, q4 and raw bf16 experts), exact and fast, and checks that
@@ -410,25 +429,42 @@ func TestMoEReal(t *testing.T) {
 	ref := runtime.CPUBackend()
 	defer ref.Close()
 	for _, f := range []codecs.Format{codecs.Q4, codecs.Raw} {
-		p := moeRealProblems(t, 1024)[f]
+		if f == codecs.Raw && moeQ4Only() {
+			continue
+		}
+		p := moeRealProblem(t, f)
 		rs := newMoESetup(t, ref, p)
 		es := newMoESetup(t, exact, p)
 		fs := newMoESetup(t, fast, p)
-		for _, rows := range []int{37, 256} {
+		rowsList := []int{37, 256}
+		if f == codecs.Q4 {
+			rowsList = append(rowsList, 1024)
+		}
+		for _, rows := range rowsList {
 			sub := *p
 			sub.rows = rows
 			name := fmt.Sprintf("real/%s/rows=%d", f, rows)
 			start := time.Now()
 			want := rs.run(t, rows)
 			t.Logf("%s: CPU reference %v", name, time.Since(start))
-			got := es.run(t, rows)
-			moeCompare(t, name+"/exact", &sub, got, want, moeExactRel)
-			got2 := es.run(t, rows)
-			if !slices.EqualFunc(got, got2, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
-				t.Errorf("%s/exact: a second call differs", name)
+			if rows <= 256 {
+				got := es.run(t, rows)
+				moeCompare(t, name+"/exact", &sub, got, want, moeExactRel)
+				got2 := es.run(t, rows)
+				if !slices.EqualFunc(got, got2, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+					t.Errorf("%s/exact: a second call differs", name)
+				}
 			}
 			gotF := fs.run(t, rows)
 			moeCompare(t, name+"/fast", &sub, gotF, want, moeFastRel)
+			if f == codecs.Q4 && rows >= 256 { // every configuration of the q4 GEMM
+				for _, k := range moeQ4Configs {
+					moeQ4Force = k.name
+					gotF := fs.run(t, rows)
+					moeQ4Force = ""
+					moeCompare(t, name+"/fast-"+k.name, &sub, gotF, want, moeFastRel)
+				}
+			}
 		}
 		rs.free()
 		es.free()
@@ -460,18 +496,91 @@ func moeTime(t testing.TB, be runtime.Backend, warm, reps int, f func() error) t
 	return time.Since(start) / time.Duration(reps)
 }
 
+// errMoEStop ends a timed MoE call after a stage (moePrefixTime).
+var errMoEStop = errors.New("moe: stopped after a stage")
+
+// moePrefixTime returns the mean time per call of reps MoE calls queued back
+// to back that stop after stage last (no Sync between them): the pipelined
+// cost of the stages up to last, host launch overhead included.
+func moePrefixTime(t testing.TB, fb *backend, s *moeSetup, rows, reps int, last string) time.Duration {
+	t.Helper()
+	call := func() error {
+		err := fb.moe(s.out, s.u, s.x, rows, s.w, func(name string) error {
+			if name == last {
+				return errMoEStop
+			}
+			return nil
+		})
+		if errors.Is(err, errMoEStop) {
+			return nil
+		}
+		return err
+	}
+	return moeTime(t, fb, 2, reps, call)
+}
+
+// moeGEMMTime returns the mean device time of the fast gate/up (gateup) or
+// down GEMM alone, launched reps times back to back on the scratch that the
+// last MoE call of rows tokens left.
+func moeGEMMTime(t testing.TB, fb *backend, s *moeSetup, rows, reps int, gateup bool) time.Duration {
+	t.Helper()
+	E, K := s.w.GateUp.Rows()/(2*s.w.Down.Cols()), s.w.TopK
+	H, F := s.w.GateUp.Cols(), s.w.Down.Cols()
+	P := int64(rows) * int64(K)
+	cfg, _ := fb.q4Pick(float64(P)/float64(E), P+int64(E)*128, true, H, F)
+	fTiles := (P + int64(E)*int64(cfg.bm()-1)) / int64(cfg.bm())
+	st := fb.moeState()
+	ptr := func(name string) Ptr { return st.bufs[name].Ptr() }
+	tiles := ptr("moe.tiles")
+	mm, err := st.module(fb.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gu, _ := fb.weight(s.w.GateUp)
+	dn, _ := fb.weight(s.w.Down)
+	return moeTime(t, fb, 1, reps, func() error {
+		if gateup {
+			return fb.q4Launch(mm, cfg, "moe_q4_gateup_", gu, ptr("moe.ab"), ptr("moe.ainv"), ptr("moe.pairs"), tiles,
+				ptr("moe.wts"), ptr("moe.z"), H, F, 0, K, [3]uint32{uint32((F + 63) / 64), uint32(fTiles), 1})
+		}
+		return fb.q4Launch(mm, cfg, "moe_q4_down_", dn, ptr("moe.zb"), ptr("moe.zinv"), ptr("moe.pairs"), tiles,
+			ptr("moe.wts"), ptr("moe.y"), F, H, 0, K, [3]uint32{uint32((H + 127) / 128), uint32(fTiles), 1})
+	})
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
 // TestMoEFastTiming logs the time of one MoE call at the model's shape with
 // q4 experts (256 and 1024 tokens; budget ~0.25 ms and ~1 ms per layer), in
-// fast and exact mode, and the fast mode's per-stage times (each stage
-// followed by a Sync, so their sum exceeds the whole).
+// fast and exact mode; the fast mode's per-stage times (each stage followed
+// by a Sync, so their sum exceeds the whole) and pipelined prefixes (calls
+// that stop after a stage, back to back); and, for every configuration of
+// the q4 GEMM, the whole call and the gate/up and down GEMMs alone.
 func TestMoEFastTiming(t *testing.T) {
 	d, _ := device(t)
 	exact, fast := moeBackends(t, d)
-	p := moeRealProblems(t, 1024)[codecs.Q4]
+	p := moeRealProblem(t, codecs.Q4)
 	fs := newMoESetup(t, fast, p)
 	defer fs.free()
 	es := newMoESetup(t, exact, p)
 	defer es.free()
+	fb := fast.(*backend)
+	// Host cost of a kernel launch (an empty narrow_bf16, 200 back to back).
+	if mm, err := fb.moeState().module(d); err == nil {
+		tl := moeTime(t, fast, 5, 200, func() error {
+			return mm.Launch("narrow_bf16", [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, Ptr(0), Ptr(0), uint64(0))
+		})
+		t.Logf("kernel launch: %.1f µs each, back to back", float64(tl.Nanoseconds())/1e3)
+	}
+	// Device-to-device copy bandwidth, for scale (read + write).
+	if a, err := d.Alloc(512 << 20); err == nil {
+		if b, err := d.Alloc(512 << 20); err == nil {
+			tc := moeTime(t, fast, 1, 5, func() error { return b.CopyFrom(0, a, 0, 512<<20) })
+			t.Logf("device copy: %.0f GB/s (read + write of 512 MiB in %.3f ms)", 2*float64(512<<20)/tc.Seconds()/1e9, msOf(tc))
+			b.Free()
+		}
+		a.Free()
+	}
 	for _, rows := range []int{256, 1024} {
 		call := func(s *moeSetup) func() error {
 			return func() error { return s.be.MoE(s.out, s.u, s.x, rows, s.w) }
@@ -480,7 +589,6 @@ func TestMoEFastTiming(t *testing.T) {
 		te := moeTime(t, exact, 1, 3, call(es))
 		stages := map[string]time.Duration{}
 		var order []string
-		fb := fast.(*backend)
 		const reps = 5
 		for range reps {
 			last := time.Now()
@@ -502,17 +610,41 @@ func TestMoEFastTiming(t *testing.T) {
 		}
 		msg := ""
 		for _, n := range order {
-			msg += fmt.Sprintf(" %s %.3f", n, float64(stages[n].Microseconds())/1000/reps)
+			msg += fmt.Sprintf(" %s %.3f", n, msOf(stages[n])/reps)
 		}
-		t.Logf("MoE E=128 K=8 H=2816 F=704 q4, %d tokens: fast %.3f ms/call, exact %.3f ms/call; fast stages (ms):%s",
-			rows, float64(tf.Microseconds())/1000, float64(te.Microseconds())/1000, msg)
+		pre := ""
+		for _, n := range order[:len(order)-1] {
+			pre += fmt.Sprintf(" …%s %.3f", n, msOf(moePrefixTime(t, fb, fs, rows, 20, n)))
+		}
+		t.Logf("MoE E=128 K=8 H=2816 F=704 q4, %d tokens: fast %.3f ms/call, exact %.3f ms/call; fast stages (ms, synced):%s; pipelined prefixes (ms):%s",
+			rows, msOf(tf), msOf(te), msg, pre)
+		for _, k := range moeQ4Configs {
+			moeQ4Force = k.name
+			tk := moeTime(t, fast, 2, 20, call(fs))
+			tg := moeGEMMTime(t, fb, fs, rows, 20, true)
+			td := moeGEMMTime(t, fb, fs, rows, 20, false)
+			moeQ4Force = ""
+			t.Logf("  %d tokens, config %-2s (bm %3d, %3d threads, %3d + %3d KiB): %.3f ms/call; gate/up GEMM %.3f ms (%.0f GB/s of weights), down GEMM %.3f ms (%.0f GB/s)",
+				rows, k.name, k.bm(), k.threads(), k.smem(p.H, true)>>10, k.smem(p.F, false)>>10, msOf(tk), msOf(tg), float64(len(p.gateUp.Bytes))/tg.Seconds()/1e9,
+				msOf(td), float64(len(p.dn.Bytes))/td.Seconds()/1e9)
+		}
+		if os.Getenv("DGQ_MOE_TIME_TILED") != "" { // moe_tiled.cu, for comparison
+			os.Setenv("DGQ_MOE_KERNEL", "tiled")
+			tt := moeTime(t, fast, 2, 20, call(fs))
+			pre := ""
+			for _, n := range order[:len(order)-1] {
+				pre += fmt.Sprintf(" …%s %.3f", n, msOf(moePrefixTime(t, fb, fs, rows, 20, n)))
+			}
+			os.Unsetenv("DGQ_MOE_KERNEL")
+			t.Logf("  %d tokens, moe_tiled.cu: %.3f ms/call; pipelined prefixes (ms):%s", rows, msOf(tt), pre)
+		}
 	}
 }
 
 func benchmarkMoEFast(b *testing.B, rows int) {
 	d := moeBenchDevice(b)
 	_, fast := moeBackends(b, d)
-	p := moeRealProblems(b, 1024)[codecs.Q4]
+	p := moeRealProblem(b, codecs.Q4)
 	s := newMoESetup(b, fast, p)
 	defer s.free()
 	if err := fast.MoE(s.out, s.u, s.x, rows, s.w); err != nil {
@@ -573,6 +705,9 @@ func TestMatMulFast(t *testing.T) {
 	defer ref.Close()
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, f := range []codecs.Format{codecs.Raw, codecs.Q4} {
+		if f == codecs.Raw && moeQ4Only() {
+			continue
+		}
 		for _, sh := range [][2]int{{5, 64}, {37, 96}, {3, 32}, {704, 2816}, {2816, 704}, {2112, 2816}} {
 			n, k := sh[0], sh[1]
 			td := moeEncode(t, f, n, k, moeRandBF16(rng.Uint64(), n*k, 1), "w")
@@ -618,26 +753,44 @@ func TestMatMulFast(t *testing.T) {
 					}
 					return out
 				}
-				want, got := run(ref, wr, false), run(fb, wg, true)
-				worst, bad := 0.0, 0
+				want := run(ref, wr, false)
+				sabs := make([]float64, m*n)
 				for i := range m {
 					for j := range n {
 						var s float64
 						for l := range k {
 							s += math.Abs(float64(a[i*k+l]) * float64(wdec[j*k+l]))
 						}
-						e := math.Abs(float64(got[i*n+j])-float64(want[i*n+j])) / max(s, 1e-30)
-						worst = max(worst, e)
-						if !(e <= matMulFastRel) {
-							if bad < 3 {
-								t.Errorf("%s %dx%d m=%d: c[%d][%d] = %g, want %g (Σ|a·w| %g)", f, n, k, m, i, j, got[i*n+j], want[i*n+j], s)
-							}
-							bad++
-						}
+						sabs[i*n+j] = s
 					}
 				}
-				if m == 256 || bad > 0 {
-					t.Logf("matMulFast %s %dx%d m=%d: worst %.3g of Σ|a·w|, %d bad", f, n, k, m, worst, bad)
+				check := func(tag string, got []float32) {
+					worst, bad := 0.0, 0
+					for i := range m {
+						for j := range n {
+							s := sabs[i*n+j]
+							e := math.Abs(float64(got[i*n+j])-float64(want[i*n+j])) / max(s, 1e-30)
+							worst = max(worst, e)
+							if !(e <= matMulFastRel) {
+								if bad < 3 {
+									t.Errorf("%s%s %dx%d m=%d: c[%d][%d] = %g, want %g (Σ|a·w| %g)", f, tag, n, k, m, i, j, got[i*n+j], want[i*n+j], s)
+								}
+								bad++
+							}
+						}
+					}
+					if m == 256 || bad > 0 {
+						t.Logf("matMulFast %s%s %dx%d m=%d: worst %.3g of Σ|a·w|, %d bad", f, tag, n, k, m, worst, bad)
+					}
+				}
+				check("", run(fb, wg, true))
+				if f == codecs.Q4 && m > 1 && n*k <= 704*2816 { // every configuration of the q4 GEMM
+					for _, cfg := range moeQ4Configs {
+						moeQ4Force = cfg.name
+						got := run(fb, wg, true)
+						moeQ4Force = ""
+						check("/"+cfg.name, got)
+					}
 				}
 			}
 			wr.Free()

@@ -28,9 +28,10 @@ const (
 // steps of two q4 groups.
 func tiledFits(kd int) bool { return kd > 0 && kd%64 == 0 }
 
-// moeTiledOn says whether MoE's fast path uses moe_tiled.cu (the default)
-// or the per-warp kernels of moe_mma.cu (DGQ_MOE_KERNEL=mma).
-func moeTiledOn() bool { return os.Getenv("DGQ_MOE_KERNEL") != "mma" }
+// moeTiledOn says whether MoE's fast path uses moe_tiled.cu
+// (DGQ_MOE_KERNEL=tiled) rather than moe_mma.cu's q4 GEMM (the default,
+// faster at the model's shape: docs/cuda.md, "MoE").
+func moeTiledOn() bool { return os.Getenv("DGQ_MOE_KERNEL") == "tiled" }
 
 // tiledModule compiles moe_tiled.cu once per backend.
 func (c *backend) tiledModule() (*Module, error) {

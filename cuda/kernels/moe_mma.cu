@@ -1,81 +1,137 @@
 // Fast (PrecisionBF16) kernels of the CUDA backend: q4 grouped expert GEMMs
-// on the tensor cores (mma.sync m16n8k16 bf16, f32 accumulation) and the
-// bf16 packing of their activations. CUDA-specific (NVRTC, sm_80 or later,
+// on the tensor cores (mma.sync m16n8k16 f16, f32 accumulation), the f16
+// packing of their activations, the fast path's tile table and combine, and
+// the bf16 narrowing of matMulFast. CUDA-specific (NVRTC, sm_80 or later,
 // no includes); docs/cuda.md, "MoE", describes the design.
 //
 // Arithmetic. A q4 weight is w = f32(code·scale) + bias per group of 32
-// (docs/codecs.md). The kernels feed the exact codes (0…15, exact in bf16)
-// to the tensor cores and apply the group's scale and bias in f32:
+// (docs/codecs.md), scale and bias fp16. The GEMM decodes it in registers as
+// fp16: hfma2(code, scale, bias), one rounding of the exact code·scale + bias
+// to fp16 (relative error ≤ 2⁻¹¹). Activations are rounded to fp16 after a
+// per-row power-of-two scaling that puts the row's largest |value| in
+// [2¹⁴, 2¹⁵) (so no row overflows or loses precision to fp16's range; the
+// scaling is exact and undone in f32 on the result). Products accumulate in
+// f32. So the only roundings beyond f32 are one fp16 rounding of each weight
+// and of each activation (2⁻¹¹ each, against bf16's 2⁻⁹).
 //
-//   Σ_k a_k·w_k = Σ_groups ( scale·Σ_{k∈g} a_k·code_k + bias·Σ_{k∈g} a_k )
+// Packed activations (moe_pack_f16). Rows of kd fp16 values; within every
+// run of 8 (elements 8c…8c+7) they are stored in the order 0,4,1,5,2,6,3,7,
+// so that the 16 bytes a thread loads for its k-slice are, as four u32,
+// exactly its B-fragment registers of the two k16 steps of a group (below).
+// inv[row] = 2^-e, the row's scaling undone.
 //
-// with a_k the activation rounded to bf16. Per group each thread runs two
-// k16 MMAs from zero into a partial tile, then acc += scale·part and
-// acc += bias·asum (asum = Σ_{k∈g} bf16(a_k), computed when packing). So the
-// only rounding beyond f32 is that of the activations to bf16.
-//
-// Packed activations. Rows of kd bf16 values; within every run of 8
-// (elements 8c…8c+7) they are stored in the order 0,4,1,5,2,6,3,7, so that
-// the 16 bytes a thread loads for its k-slice are, as four u32, exactly its
-// A-fragment registers of the two k16 steps of a group (below). asum is
-// [rows][kd/32] f32.
-//
-// Fragment mapping (PTX ISA, mma.m16n8k16, .bf16): lane = 4·g + q.
+// Fragment mapping (PTX ISA, mma.m16n8k16, .f16): lane = 4·g + q. The
+// weights are the A operand (16 weight rows), the activations B (8 tokens).
 //   A (16×16, row): reg0 = (row g, kf 2q, 2q+1), reg1 = (row g+8, kf 2q, 2q+1),
 //                   reg2 = (row g, kf 2q+8, 2q+9), reg3 = (row g+8, kf 2q+8, 2q+9)
 //   B (16×8, col):  reg0 = (kf 2q, 2q+1; col g), reg1 = (kf 2q+8, 2q+9; col g)
 //   C (16×8 f32):   c0 = (row g, col 2q), c1 = (row g, 2q+1), c2 = (g+8, 2q), c3 = (g+8, 2q+1)
 // (the lower fragment index in the low 16 bits). The k order inside one MMA
 // does not matter as long as A and B agree, so a group's 32 elements are
-// assigned to the (step, kf) slots so that thread q needs exactly the u32
-// word q of the group's 16 code bytes of its weight row (elements 8q…8q+7,
-// element 8q+i in nibble i) and 16 contiguous bytes of each activation row:
+// assigned to the (step, kf) slots so that lane q needs exactly the u32 word
+// q of its weight rows' 16 code bytes of the group (elements 8q…8q+7,
+// element 8q+i in nibble i) and 16 contiguous bytes of its token's row:
 //   step 0: kf (2q, 2q+1) ↔ elements (8q, 8q+4); kf (2q+8, 2q+9) ↔ (8q+1, 8q+5)
 //   step 1: kf (2q, 2q+1) ↔ elements (8q+2, 8q+6); kf (2q+8, 2q+9) ↔ (8q+3, 8q+7)
-// The code word w gives B registers by ((w >> 4i) & 0x000F000F) | 0x43004300
-// (bf16 128 + nibble i in the low half, 128 + nibble i+4 in the high half)
-// minus 128 (an exact bf16x2 FMA): i = 0, 1 for step 0, i = 2, 3 for step 1.
+// The code word w gives its fp16 pairs without shifting nibbles into place:
+// (w & 0x000F000F) | 0x64006400 is (1024 + nibble 0, 1024 + nibble 4) and
+// (w & 0x00F000F0) | 0x54005400 is (64 + nibble 1, 64 + nibble 5), both
+// exact; subtracting 1024 or 64 (exact) gives the codes; w >> 8 likewise
+// gives nibbles 2, 6 and 3, 7.
+//
+// The grouped GEMM (q4_gemm). One block of 128·WT threads per (tile of the
+// table: one expert's run of at most BMT pairs, 128-row slice of that
+// expert's weight): the block streams its 128 weight rows over the whole
+// reduction width once, in chunks of BKG groups of 32, with cp.async into a
+// STAGES-deep ring in shared memory (codes 16 B per row and group, fp16
+// scales and biases, and the pairs' packed activations gathered by token),
+// and every warp reuses each staged chunk for all of its pairs. Warp w owns
+// weight rows 32·(w mod 4) … +31 (two m16 tiles) and pairs 8·TPW·(w div 4)
+// … (TPW n8 tiles); it decodes its A fragments once per group and runs them
+// against each of its n8 tiles that holds pairs. gate/up: the block covers
+// output columns 64·x … +63; m16 tile j of the block holds the gate rows of
+// 8 columns (rows 0–7) and their up rows (8–15), so c0/c2 (c1/c3) are gate
+// and up of one (column, pair) and gelu(gate)·up is formed in registers.
+// down / dense: the block covers columns 128·x … +127, row r = column.
 
 typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-#define MOE_BM 64 // pairs per tile (the tile table's)
-#define MOE_NW 4  // warps per block
-#define MOE_CG 8  // groups of 32 per prefetched chunk of code words
-
 __device__ __forceinline__ u32 umin32(u32 a, u32 b) { return a < b ? a : b; }
 
-// Memory and inline-PTX helpers (all of the file's PTX is here, from ldg128 to
-// mma16816).
+// BEGIN PTX (the host emulation replaces everything from here to END PTX).
 
-// Read-only global loads (the kernels' inputs are not written while they
-// run; with __restrict__ the compiler may use the non-coherent path).
+#define MOE_DYN_SMEM(name) extern __shared__ __align__(16) u8 name[]
+#define MOE_SMEM(T, name, n) __shared__ T name[n]
+
 struct alignas(16) v4u32 {
 	u32 x, y, z, w;
 };
-__device__ __forceinline__ void ldg128(const void* p, u32& x, u32& y, u32& z, u32& w) {
-	v4u32 v = *(const v4u32*)p;
-	x = v.x;
-	y = v.y;
-	z = v.z;
-	w = v.w;
+struct alignas(16) v4f32 {
+	float x, y, z, w;
+};
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+	u64 a;
+	asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+	return (u32)a;
 }
-__device__ __forceinline__ u32 ldg32(const void* p) { return *(const u32*)p; }
-__device__ __forceinline__ u16 ldg16(const void* p) { return *(const u16*)p; }
+// cp.async of 16 bytes (L2 only; cp_async16z reads the first `bytes` and
+// zero-fills the rest) and of 4 bytes of which the first `bytes` (4 or 2)
+// are read.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, u32 bytes) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async16z(void* dst, const void* src, u32 bytes) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ u32 dyn_smem_size() {
+	u32 n;
+	asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+	return n;
+}
+__device__ __forceinline__ void trap_now() { asm volatile("trap;"); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void block_sync() { __syncthreads(); }
+
+__device__ __forceinline__ u32 lds32(const u8* p) { return *(const u32*)p; }
+__device__ __forceinline__ u32 lds16(const u8* p) { return *(const u16*)p; }
+__device__ __forceinline__ v4u32 lds128(const u8* p) { return *(const v4u32*)p; }
+__device__ __forceinline__ v4f32 ldg4f(const float* p) { return *(const v4f32*)p; }
+__device__ __forceinline__ void stg4f(float* p, v4f32 v) { *(v4f32*)p = v; }
 __device__ __forceinline__ void stg128(void* p, u32 x, u32 y, u32 z, u32 w) {
-	asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+	v4u32 v;
+	v.x = x;
+	v.y = y;
+	v.z = z;
+	v.w = w;
+	*(v4u32*)p = v;
 }
-__device__ __forceinline__ float f16f(u16 h) {
-	float f;
-	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-	return f;
-}
-// bf16x2 of (lo, hi), round to nearest even: hi in the upper half.
-__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+
+// fp16x2 arithmetic, round to nearest even, subnormals kept.
+__device__ __forceinline__ u32 hsub2(u32 a, u32 b) {
 	u32 d;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+	asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+	return d;
+}
+__device__ __forceinline__ u32 hfma2(u32 a, u32 b, u32 c) {
+	u32 d;
+	asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+// fp16x2 of (lo, hi), round to nearest even: hi in the upper half.
+__device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
+	u32 d;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
 	return d;
 }
 // bf16 of f, round to nearest even.
@@ -84,24 +140,19 @@ __device__ __forceinline__ u16 f2bf16(float f) {
 	asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
 	return h;
 }
-__device__ __forceinline__ float bf16lo(u32 v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float bf16hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }
-
-// Nibbles 0 and 4 of w as exact bf16x2 (nibble 0 in the low half).
-__device__ __forceinline__ u32 q4pair(u32 w) {
-	u32 t = (w & 0x000F000Fu) | 0x43004300u;
-	u32 d;
-	asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(t), "r"(0x3F803F80u), "r"(0xC300C300u));
-	return d;
-}
-
-__device__ __forceinline__ void mma16816(float& d0, float& d1, float& d2, float& d3, u32 a0, u32 a1, u32 a2, u32 a3,
-                                         u32 b0, u32 b1) {
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+__device__ __forceinline__ void mma_f16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
 	    "{%0, %1, %2, %3};"
-	    : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+// END PTX
 
 // gelu(g)·u as router.kern's moe_gelu_mul.
 __device__ __forceinline__ float gelu_mul(float g, float u) {
@@ -111,39 +162,40 @@ __device__ __forceinline__ float gelu_mul(float g, float u) {
 	return __fmul_rn(gel, u);
 }
 
-// moe_pack_bf16: rows × kd f32 (kd % 32 == 0) → packed bf16 (dst, the
-// permuted order above) and group sums (sums [rows][kd/32]). Source row of
-// row p: pairs[p]/topk when topk > 0 (the token of a pair), else p. One
-// thread per run of 8; the 4 runs of a group are 4 consecutive lanes.
-extern "C" __global__ void moe_pack_bf16(const float* __restrict__ src, const u32* __restrict__ pairs, u32 topk,
-                                         u32 rows, u32 kd, u16* __restrict__ dst, float* __restrict__ sums) {
+// moe_pack_f16: rows × kd f32 (kd % 8 == 0, rows 16-byte aligned) → dst fp16
+// in the permuted run order above, scaled by 2^e per row, and inv[row] =
+// 2^-e. e puts the row's largest finite |value| m in [2¹⁴, 2¹⁵) (e ≤ 126);
+// e = 0 where m is 0 or not finite (NaN is ignored by the max; an infinite
+// row keeps its infinities). One warp per row.
+extern "C" __global__ void __launch_bounds__(256) moe_pack_f16(const float* __restrict__ src, u32 rows, u32 kd,
+                                                               u16* __restrict__ dst, float* __restrict__ inv) {
+	u32 lane = threadIdx.x & 31u;
+	u32 nwarps = (gridDim.x * blockDim.x) >> 5;
 	u32 runs = kd >> 3;
-	u64 total = (u64)rows * runs;
-	u64 stride = (u64)gridDim.x * blockDim.x;
-	for (u64 base = (u64)blockIdx.x * blockDim.x; base < total; base += stride) {
-		u64 i = base + threadIdx.x;
-		bool ok = i < total;
-		u32 row = 0, c = 0;
-		float x[8];
-		for (int j = 0; j < 8; j++) x[j] = 0.0f;
-		if (ok) {
-			row = (u32)(i / runs);
-			c = (u32)(i - (u64)row * runs);
-			u64 srow = topk > 0u ? (u64)(pairs[row] / topk) : (u64)row;
-			const float* s = src + srow * kd + 8u * c;
-			for (int j = 0; j < 8; j++) x[j] = s[j];
+	for (u32 row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < rows; row += nwarps) {
+		const float* s = src + (u64)row * kd;
+		float m = 0.0f;
+		for (u32 c = lane; c < runs; c += 32u) {
+			v4f32 a = ldg4f(s + 8u * c), b = ldg4f(s + 8u * c + 4u);
+			m = fmaxf(m, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
+			m = fmaxf(m, fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
 		}
-		u32 w0 = pack_bf16x2(x[0], x[4]);
-		u32 w1 = pack_bf16x2(x[1], x[5]);
-		u32 w2 = pack_bf16x2(x[2], x[6]);
-		u32 w3 = pack_bf16x2(x[3], x[7]);
-		float sum = ((bf16lo(w0) + bf16hi(w0)) + (bf16lo(w1) + bf16hi(w1))) +
-		            ((bf16lo(w2) + bf16hi(w2)) + (bf16lo(w3) + bf16hi(w3)));
-		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-		if (ok) {
-			stg128(dst + (u64)row * kd + 8u * c, w0, w1, w2, w3);
-			if ((c & 3u) == 0u) sums[(u64)row * (kd >> 5) + (c >> 2)] = sum;
+		m = warp_max(m);
+		u32 mb = __float_as_uint(m);
+		int e = 0;
+		if (mb != 0u && mb < 0x7f800000u) {
+			int E = (int)(mb >> 23);
+			e = 141 - (E == 0 ? 1 : E);
+			if (e > 126) e = 126;
+		}
+		float sc = __uint_as_float((u32)(e + 127) << 23);
+		if (lane == 0u) inv[row] = __uint_as_float((u32)(127 - e) << 23);
+		u16* d = dst + (u64)row * kd;
+		for (u32 c = lane; c < runs; c += 32u) {
+			v4f32 a = ldg4f(s + 8u * c), b = ldg4f(s + 8u * c + 4u);
+			stg128(d + 8u * c, pack_f16x2(__fmul_rn(a.x, sc), __fmul_rn(b.x, sc)),
+			       pack_f16x2(__fmul_rn(a.y, sc), __fmul_rn(b.y, sc)), pack_f16x2(__fmul_rn(a.z, sc), __fmul_rn(b.z, sc)),
+			       pack_f16x2(__fmul_rn(a.w, sc), __fmul_rn(b.w, sc)));
 		}
 	}
 }
@@ -155,204 +207,422 @@ extern "C" __global__ void narrow_bf16(const float* __restrict__ src, u16* __res
 	}
 }
 
+// moe_tiles_u32: the tile table of bm pairs per tile (router.kern's layout:
+// tiles[0] = T, then (expert, first pair, count) per tile, experts in order)
+// from the per-expert pair counts, e ≤ 1024 experts; one block of 1024
+// threads.
+extern "C" __global__ void __launch_bounds__(1024) moe_tiles_u32(const u32* __restrict__ counts, u32* __restrict__ tiles,
+                                                                 u32 e, u32 bm) {
+	MOE_SMEM(u32, so, 1024);
+	MOE_SMEM(u32, st, 1024);
+	u32 t = threadIdx.x;
+	u32 c = t < e ? counts[t] : 0u;
+	u32 nt = (c + bm - 1u) / bm;
+	so[t] = c;
+	st[t] = nt;
+	block_sync();
+	// Inclusive Hillis–Steele scans of the counts and tile counts.
+	for (u32 d = 1u; d < 1024u; d <<= 1) {
+		u32 a = t >= d ? so[t - d] : 0u;
+		u32 b = t >= d ? st[t - d] : 0u;
+		block_sync();
+		so[t] += a;
+		st[t] += b;
+		block_sync();
+	}
+	u32 off = so[t] - c, toff = st[t] - nt;
+	for (u32 j = 0u; j < nt; j++) {
+		u32 at = 1u + 3u * (toff + j);
+		tiles[at] = t;
+		tiles[at + 1u] = off + j * bm;
+		tiles[at + 2u] = umin32(bm, c - j * bm);
+	}
+	if (t == 0u) tiles[0] = st[1023];
+}
+
+// moe_combine4_f32: out[t][h] = Σ_j y[t·k + j][h] in slot order in f32 from
+// 0, as router.kern's moe_combine_f32, four columns a thread (n % 4 == 0).
+extern "C" __global__ void moe_combine4_f32(const float* __restrict__ y, float* __restrict__ out, u32 rows, u32 n,
+                                            u32 k) {
+	u32 n4 = n >> 2;
+	u64 total = (u64)rows * n4;
+	for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (u64)gridDim.x * blockDim.x) {
+		u64 t = i / n4;
+		u64 h = (i - t * n4) * 4u;
+		const float* yr = y + t * k * n + h;
+		v4f32 s;
+		s.x = 0.0f;
+		s.y = 0.0f;
+		s.z = 0.0f;
+		s.w = 0.0f;
+		for (u32 j = 0u; j < k; j++) {
+			v4f32 v = ldg4f(yr + (u64)j * n);
+			s.x = __fadd_rn(s.x, v.x);
+			s.y = __fadd_rn(s.y, v.y);
+			s.z = __fadd_rn(s.z, v.z);
+			s.w = __fadd_rn(s.w, v.w);
+		}
+		stg4f(out + t * n + h, s);
+	}
+}
+
 // Modes of the q4 GEMM.
-#define MODE_GATEUP 0 // z[p][n] = gelu(gate)·up, weight GateUp [E·2·nout][kd]
-#define MODE_DOWN 1   // y[slot][n] = acc·wts[slot], weight Down [E·nout][kd]
-#define MODE_DENSE 2  // c[r][n] = acc, weight [nout][kd]
+#define MODE_GATEUP 0 // z[p][n] = gelu(gate)·up, weight GateUp [E·2·nout][kd], A rows = tokens
+#define MODE_DOWN 1   // y[slot][n] = acc·wts[slot], weight Down [E·nout][kd], A rows = pairs
+#define MODE_DENSE 2  // c[r][n] = acc, weight [nout][kd], A rows = rows
 
-// Weight row of output column n in n8 tile t of a warp.
+// Block geometry: 128·WT threads; warps 4 (rows) × WT (pairs); TPW n8 tiles
+// of pairs per warp; BKG groups of 32 per chunk; STAGES chunks in the ring.
+// Dynamic shared memory: the ring, then the block's scales and biases for
+// the whole width (q4_sb_len halves per run of rows and plane).
+template <int WT, int TPW, int BKG, int STAGES>
+struct Q4Geo {
+	static constexpr int NT = 128 * WT;
+	static constexpr int BMT = 8 * TPW * WT;  // pairs per block (the table's bm)
+	static constexpr u32 WB = BKG * 128 * 16; // codes: [group][row][16 B]
+	static constexpr u32 AB = BKG * BMT * 64; // activations: [group][pair][64 B]
+	static constexpr u32 STAGE = WB + AB;
+	static constexpr u32 RING = STAGE * STAGES;
+};
+
+// Halves staged per run of sbr weight rows of g groups and per plane: the
+// run's sbr·g scales (or biases) from a 16-byte aligned start (up to 7
+// halves before the run) in whole 16-byte pieces.
+__device__ __forceinline__ u32 q4_sb_len(u32 sbr, u32 g) { return ((sbr * g + 14u) >> 3) << 3; }
+
+// Weight row of block row r (0…127) and whether its column exists; a
+// missing column reads row 0 of the expert's (or dense) weight instead.
 template <int MODE>
-__device__ __forceinline__ u64 wrow(u32 t, u32 ex, u32 n, u32 nout) {
-	if (MODE == MODE_GATEUP) return (u64)ex * 2u * nout + (u64)t * nout + n;
-	if (MODE == MODE_DOWN) return (u64)ex * nout + n;
-	return n;
+__device__ __forceinline__ u64 q4_wrow(u32 r, u32 ex, u32 n0, u32 nout, bool& ok) {
+	if (MODE == MODE_GATEUP) {
+		u32 col = n0 + 8u * (r >> 4) + (r & 7u);
+		ok = col < nout;
+		col = ok ? col : 0u;
+		return (u64)ex * 2u * nout + ((r & 8u) != 0u ? (u64)nout : 0u) + col;
+	}
+	u32 col = n0 + r;
+	ok = col < nout;
+	col = ok ? col : 0u;
+	if (MODE == MODE_DOWN) return (u64)ex * nout + col;
+	return col;
 }
 
-// One group of 32 of q4_warp: w0, w1 are the code words of the thread's two
-// B rows. Branch-free: a padding row (past cnt) or column (past nout) loads
-// valid memory (row p0, weight row 0) and is zeroed.
-template <int MT>
-__device__ __forceinline__ void q4_group(u32 gi, u32 w0, u32 w1, const u16* __restrict__ scales,
-                                         const u16* __restrict__ biases, const u64 (&srow)[2][2],
-                                         const bool (&sok)[2][2], const u16* const (&arow)[MT][2],
-                                         const float* const (&srowA)[MT][2], const bool (&aok)[MT][2],
-                                         float (&acc)[MT][2][4]) {
-	float sc[2][2], bi[2][2];
-#pragma unroll
-	for (int t = 0; t < 2; t++)
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			float sv = f16f(ldg16(scales + srow[t][h] + gi));
-			float bv = f16f(ldg16(biases + srow[t][h] + gi));
-			sc[t][h] = sok[t][h] ? sv : 0.0f;
-			bi[t][h] = sok[t][h] ? bv : 0.0f;
-		}
-	u32 bq[2][4];
-#pragma unroll
-	for (int t = 0; t < 2; t++) {
-		u32 w = t == 0 ? w0 : w1;
-		bq[t][0] = q4pair(w);
-		bq[t][1] = q4pair(w >> 4);
-		bq[t][2] = q4pair(w >> 8);
-		bq[t][3] = q4pair(w >> 12);
-	}
-#pragma unroll
-	for (int mt = 0; mt < MT; mt++) {
-		u32 a0[4], a1[4];
-		ldg128(arow[mt][0] + 32u * (u64)gi, a0[0], a0[1], a0[2], a0[3]);
-		ldg128(arow[mt][1] + 32u * (u64)gi, a1[0], a1[1], a1[2], a1[3]);
-		float s0 = srowA[mt][0][gi], s1 = srowA[mt][1][gi];
-#pragma unroll
-		for (int j = 0; j < 4; j++) {
-			a0[j] = aok[mt][0] ? a0[j] : 0u;
-			a1[j] = aok[mt][1] ? a1[j] : 0u;
-		}
-		s0 = aok[mt][0] ? s0 : 0.0f;
-		s1 = aok[mt][1] ? s1 : 0.0f;
-#pragma unroll
-		for (int t = 0; t < 2; t++) {
-			float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
-			mma16816(d0, d1, d2, d3, a0[0], a1[0], a0[1], a1[1], bq[t][0], bq[t][1]);
-			mma16816(d0, d1, d2, d3, a0[2], a1[2], a0[3], a1[3], bq[t][2], bq[t][3]);
-			acc[mt][t][0] = fmaf(sc[t][0], d0, fmaf(bi[t][0], s0, acc[mt][t][0]));
-			acc[mt][t][1] = fmaf(sc[t][1], d1, fmaf(bi[t][1], s0, acc[mt][t][1]));
-			acc[mt][t][2] = fmaf(sc[t][0], d2, fmaf(bi[t][0], s1, acc[mt][t][2]));
-			acc[mt][t][3] = fmaf(sc[t][1], d3, fmaf(bi[t][1], s1, acc[mt][t][3]));
-		}
-	}
+// Decodes code word w of one weight row with fp16 scale and bias broadcast
+// to both halves (s2, b2) into the A registers of nibbles (0,4), (1,5), (2,6),
+// (3,7).
+__device__ __forceinline__ void q4_dq(u32 w, u32 s2, u32 b2, u32& r04, u32& r15, u32& r26, u32& r37) {
+	const u32 M0 = 0x64006400u, M1 = 0x54005400u;
+	r04 = hfma2(hsub2((w & 0x000F000Fu) | M0, M0), s2, b2);
+	r15 = hfma2(hsub2((w & 0x00F000F0u) | M1, M1), s2, b2);
+	u32 w8 = w >> 8;
+	r26 = hfma2(hsub2((w8 & 0x000F000Fu) | M0, M0), s2, b2);
+	r37 = hfma2(hsub2((w8 & 0x00F000F0u) | M1, M1), s2, b2);
 }
 
-// One warp: pairs p0 … p0+cnt−1 (cnt ≤ 16·MT) against two n8 tiles of
-// weight rows over the whole reduction dimension kd (kd % 32 == 0).
-// MODE_GATEUP: tile 0 = gate rows, tile 1 = up rows of output columns
-// nbase … nbase+7; otherwise tile t = output columns nbase + 8t … +7.
-template <int MT, int MODE>
-__device__ __forceinline__ void q4_warp(const u8* __restrict__ codes, const u16* __restrict__ scales,
-                                        const u16* __restrict__ biases, const u16* __restrict__ A,
-                                        const float* __restrict__ asum, u32 kd, u32 nout, u32 ex, u32 p0, u32 cnt,
-                                        const u32* __restrict__ pairs, const float* __restrict__ wts,
-                                        float* __restrict__ out, u32 nbase, u32 lane) {
-	const u32 g = lane >> 2, q = lane & 3u;
-	const u32 G = kd >> 5;
-	const u64 rowBytes = kd >> 1;
-	// B rows (column g of each n8 tile) and the weight rows of the thread's C
-	// columns 2q, 2q+1.
-	const u8* bptr[2];
-	bool bok[2];
-	u64 srow[2][2];
-	bool sok[2][2];
+// One staged chunk for one warp: groups gi < BKG (gi < gv unless FULL) of
+// the chunk starting at group g0, against the warp's first NTL n8 tiles of
+// pairs. sw/sa: the chunk's codes and activations; sbs/sbb: the staged
+// scales and biases, base[rb][h] the index of row wr0 + 16·rb + g + 8·h's
+// group 0 there.
+template <int NTL, bool FULL, int TPW, int BKG, int BMT>
+__device__ __forceinline__ void q4_chunk(const u8* sw, const u8* sa, const u16* sbs, const u16* sbb,
+                                         const u32 (&base)[2][2], u32 g0, u32 gv, u32 wr0, u32 tb, u32 g, u32 q,
+                                         float (&acc)[2][TPW][4]) {
 #pragma unroll
-	for (int t = 0; t < 2; t++) {
-		u32 col0 = MODE == MODE_GATEUP ? nbase : nbase + 8u * t;
-		u32 nb = col0 + g;
-		bok[t] = nb < nout;
-		bptr[t] = codes + (bok[t] ? wrow<MODE>(t, ex, nb, nout) * rowBytes : 0) + 4u * q;
+	for (int gi = 0; gi < BKG; gi++) {
+		if (!FULL && (u32)gi >= gv) break;
+		u32 af[2][2][4]; // [rb][step][reg]
 #pragma unroll
-		for (int h = 0; h < 2; h++) {
-			u32 nc = col0 + 2u * q + h;
-			sok[t][h] = nc < nout;
-			srow[t][h] = sok[t][h] ? wrow<MODE>(t, ex, nc, nout) * G : 0;
+		for (int rb = 0; rb < 2; rb++) {
+			u32 r = wr0 + 16u * rb + g;
+			const u8* cw = sw + (u32)gi * 2048u + 4u * q;
+			u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
+			u32 ia = base[rb][0] + g0 + (u32)gi, ib = base[rb][1] + g0 + (u32)gi;
+			u32 sa2 = lds16((const u8*)(sbs + ia)) * 0x10001u;
+			u32 ba2 = lds16((const u8*)(sbb + ia)) * 0x10001u;
+			u32 sb2 = lds16((const u8*)(sbs + ib)) * 0x10001u;
+			u32 bb2 = lds16((const u8*)(sbb + ib)) * 0x10001u;
+			q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
+			q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
 		}
-	}
-	// Activation rows of the thread: r = 16·mt + g and r + 8.
-	const u16* arow[MT][2];
-	const float* srowA[MT][2];
-	bool aok[MT][2];
+		const u8* ag = sa + (u32)gi * (u32)(BMT * 64) + 16u * q + (tb + g) * 64u;
 #pragma unroll
-	for (int mt = 0; mt < MT; mt++) {
+		for (int tt = 0; tt < NTL; tt++) {
+			v4u32 v = lds128(ag + 512u * tt);
 #pragma unroll
-		for (int h = 0; h < 2; h++) {
-			u32 r = 16u * mt + g + 8u * h;
-			aok[mt][h] = r < cnt;
-			u64 pr = aok[mt][h] ? (u64)(p0 + r) : (u64)p0;
-			arow[mt][h] = A + pr * kd + 8u * q;
-			srowA[mt][h] = asum + pr * G;
-		}
-	}
-	float acc[MT][2][4];
-#pragma unroll
-	for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-		for (int t = 0; t < 2; t++)
-#pragma unroll
-			for (int i = 0; i < 4; i++) acc[mt][t][i] = 0.0f;
-
-	u32 cw[2][MOE_CG];
-#pragma unroll
-	for (int t = 0; t < 2; t++)
-#pragma unroll
-		for (int u = 0; u < MOE_CG; u++) cw[t][u] = (bok[t] && (u32)u < G) ? ldg32(bptr[t] + 16u * u) : 0u;
-
-	for (u32 gc = 0; gc < G; gc += MOE_CG) {
-		// Prefetch the next chunk's code words.
-		u32 nw[2][MOE_CG];
-#pragma unroll
-		for (int t = 0; t < 2; t++)
-#pragma unroll
-			for (int u = 0; u < MOE_CG; u++) {
-				u32 gi = gc + MOE_CG + u;
-				nw[t][u] = (bok[t] && gi < G) ? ldg32(bptr[t] + 16u * (u64)gi) : 0u;
+			for (int rb = 0; rb < 2; rb++) {
+				mma_f16(acc[rb][tt], af[rb][0][0], af[rb][0][1], af[rb][0][2], af[rb][0][3], v.x, v.y);
+				mma_f16(acc[rb][tt], af[rb][1][0], af[rb][1][1], af[rb][1][2], af[rb][1][3], v.z, v.w);
 			}
-		if (gc + MOE_CG <= G) {
-#pragma unroll
-			for (int u = 0; u < MOE_CG; u++) q4_group<MT>(gc + u, cw[0][u], cw[1][u], scales, biases, srow, sok, arow, srowA, aok, acc);
-		} else {
-#pragma unroll
-			for (int u = 0; u < MOE_CG; u++)
-				if (gc + u < G) q4_group<MT>(gc + u, cw[0][u], cw[1][u], scales, biases, srow, sok, arow, srowA, aok, acc);
 		}
-#pragma unroll
-		for (int t = 0; t < 2; t++)
-#pragma unroll
-			for (int u = 0; u < MOE_CG; u++) cw[t][u] = nw[t][u];
 	}
+}
 
-	// Epilogue: C element i of tile t is row 16·mt + g + 8·(i >> 1), column
-	// col0 + 2q + (i & 1).
+// q4_chunk for the warp's nt (1 … K) tiles, chosen at run time.
+template <int K, bool FULL, int TPW, int BKG, int BMT>
+__device__ __forceinline__ void q4_chunk_nt(u32 nt, const u8* sw, const u8* sa, const u16* sbs, const u16* sbb,
+                                            const u32 (&base)[2][2], u32 g0, u32 gv, u32 wr0, u32 tb, u32 g, u32 q,
+                                            float (&acc)[2][TPW][4]) {
+	if constexpr (K >= 1) {
+		if (nt == (u32)K) {
+			q4_chunk<K, FULL, TPW, BKG, BMT>(sw, sa, sbs, sbb, base, g0, gv, wr0, tb, g, q, acc);
+			return;
+		}
+		q4_chunk_nt<K - 1, FULL, TPW, BKG, BMT>(nt, sw, sa, sbs, sbb, base, g0, gv, wr0, tb, g, q, acc);
+	}
+}
+
+#define Q4_PARAMS                                                                                                  \
+	const u8 *__restrict__ codes, const u16 *__restrict__ scales, const u16 *__restrict__ biases,               \
+	    const u16 *__restrict__ A, const float *__restrict__ ainv, const u32 *__restrict__ pairs,               \
+	    const u32 *__restrict__ tiles, const float *__restrict__ wts, float *__restrict__ out, u32 kd, u32 nout, \
+	    u32 m, u32 topk, u32 wrows
+#define Q4_ARGS codes, scales, biases, A, ainv, pairs, tiles, wts, out, kd, nout, m, topk, wrows
+
+// q4_store: the epilogue of a warp's tiles (acc as q4_gemm's, nt tiles of
+// pairs from tb): C element i of (rb, tt) is block row wr0 + 16·rb + g +
+// 8·(i >> 1), pair tb + 8·tt + 2q + (i & 1).
+template <int MODE, int TPW>
+__device__ __forceinline__ void q4_store(const float (&acc)[2][TPW][4], u32 nt, u32 tb, u32 cnt, u32 p0, u32 n0, u32 wr0,
+                                         u32 g, u32 q, const float* tinv, const u32* __restrict__ pairs,
+                                         const float* __restrict__ wts, float* __restrict__ out, u32 nout) {
 #pragma unroll
-	for (int mt = 0; mt < MT; mt++) {
+	for (int tt = 0; tt < TPW; tt++) {
+		if ((u32)tt >= nt) continue;
 #pragma unroll
-		for (int i = 0; i < 4; i++) {
-			u32 r = 16u * mt + g + 8u * (i >> 1);
-			if (r >= cnt) continue;
+		for (int h = 0; h < 2; h++) {
+			u32 t = tb + 8u * tt + 2u * q + (u32)h;
+			if (t >= cnt) continue;
+			float iv = tinv[t];
 			if (MODE == MODE_GATEUP) {
-				u32 n = nbase + 2u * q + (i & 1);
-				if (n < nout) out[(u64)(p0 + r) * nout + n] = gelu_mul(acc[mt][0][i], acc[mt][1][i]);
-			} else if (MODE == MODE_DOWN) {
-				u32 slot = pairs[p0 + r];
-				float wt = wts[slot];
 #pragma unroll
-				for (int t = 0; t < 2; t++) {
-					u32 n = nbase + 8u * t + 2u * q + (i & 1);
-					if (n < nout) out[(u64)slot * nout + n] = __fmul_rn(acc[mt][t][i], wt);
+				for (int rb = 0; rb < 2; rb++) {
+					u32 col = n0 + 8u * ((wr0 >> 4) + (u32)rb) + g;
+					if (col < nout)
+						out[(u64)(p0 + t) * nout + col] =
+						    gelu_mul(__fmul_rn(acc[rb][tt][h], iv), __fmul_rn(acc[rb][tt][2 + h], iv));
 				}
 			} else {
+				u64 orow;
+				float wt = 1.0f;
+				if (MODE == MODE_DOWN) {
+					u32 slot = pairs[p0 + t];
+					orow = slot;
+					wt = wts[slot];
+				} else {
+					orow = p0 + t;
+				}
 #pragma unroll
-				for (int t = 0; t < 2; t++) {
-					u32 n = nbase + 8u * t + 2u * q + (i & 1);
-					if (n < nout) out[(u64)(p0 + r) * nout + n] = acc[mt][t][i];
+				for (int rb = 0; rb < 2; rb++) {
+#pragma unroll
+					for (int hh = 0; hh < 2; hh++) {
+						u32 col = n0 + wr0 + 16u * rb + g + 8u * hh;
+						if (col >= nout) continue;
+						float v = __fmul_rn(acc[rb][tt][2 * hh + h], iv);
+						if (MODE == MODE_DOWN) v = __fmul_rn(v, wt);
+						out[orow * nout + col] = v;
+					}
 				}
 			}
 		}
 	}
 }
 
-// Block: MOE_NW warps, each its own columns (8 for MODE_GATEUP, 16
-// otherwise) of block column GROUP x; blockIdx.y is the tile (of the table,
-// or rows 64·y … for MODE_DENSE with m rows). A warp past nout, or a block
-// past the table's tile count, returns (no barriers in these kernels).
-template <int MODE>
-__device__ __forceinline__ void q4_block(const u8* __restrict__ codes, const u16* __restrict__ scales,
-                                         const u16* __restrict__ biases, const u16* __restrict__ A,
-                                         const float* __restrict__ asum, const u32* __restrict__ pairs,
-                                         const u32* __restrict__ tiles, const float* __restrict__ wts,
-                                         float* __restrict__ out, u32 kd, u32 nout, u32 m) {
-	u32 ex, p0, cnt;
+// q4_gemm: see the file comment. codes/scales/biases: the q4 planes of a
+// weight of wrows rows × kd (kd % 32 == 0); A: packed fp16 activations with
+// row scalings ainv; MODE_GATEUP reads A row pairs[p]/topk for pair p,
+// MODE_DOWN row p, MODE_DENSE row m0 + t (m rows, blockIdx.y = rows
+// BMT·y …). out: z [pairs][nout], y [slots][nout] or c [m][nout].
+template <int MODE, int WT, int TPW, int BKG, int STAGES>
+__device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
+	typedef Q4Geo<WT, TPW, BKG, STAGES> Geo;
+	constexpr int NT = Geo::NT, BMT = Geo::BMT;
+	constexpr u32 WB = Geo::WB, STAGE = Geo::STAGE, RING = Geo::RING;
+	constexpr u32 NRUN = MODE == MODE_GATEUP ? 2u : 1u, SBR = MODE == MODE_GATEUP ? 64u : 128u;
+	MOE_DYN_SMEM(smem);
+	MOE_SMEM(u32, trow, BMT);
+	MOE_SMEM(float, tinv, BMT);
+
+	u32 ex = 0u, p0, cnt;
 	if (MODE == MODE_DENSE) {
-		ex = 0;
-		p0 = blockIdx.y * MOE_BM;
+		p0 = blockIdx.y * (u32)BMT;
 		if (p0 >= m) return;
-		cnt = umin32(MOE_BM, m - p0);
+		cnt = umin32((u32)BMT, m - p0);
+	} else {
+		// The entry is read with the count (the table's storage has room for
+		// every block of the grid).
+		u32 tile = blockIdx.y;
+		u32 T = tiles[0];
+		ex = tiles[1u + 3u * tile];
+		p0 = tiles[2u + 3u * tile];
+		cnt = tiles[3u + 3u * tile];
+		if (tile >= T) return;
+	}
+	const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+	const u32 g = lane >> 2, q = lane & 3u;
+	const u32 G = kd >> 5;
+	const u32 nch = (G + BKG - 1u) / BKG;
+	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);
+	const u64 rowBytes = (u64)kd >> 1;
+	const u64 halves = (u64)wrows * G; // fp16 values per scale/bias plane
+	const u32 LEN = q4_sb_len(SBR, G);
+	if (dyn_smem_size() < RING + 2u * NRUN * LEN * 2u) trap_now();
+	u16* sbs = (u16*)(smem + RING);
+	u16* sbb = sbs + NRUN * LEN;
+
+	// First weight row of run j (gate / up rows of the block's columns, or
+	// its rows) and the staged index of each lane row's group 0.
+	auto run0 = [&](u32 j) -> u64 {
+		if (MODE == MODE_GATEUP) return (u64)ex * 2u * nout + (u64)j * nout + n0;
+		if (MODE == MODE_DOWN) return (u64)ex * nout + n0;
+		return (u64)n0;
+	};
+	const u32 wr0 = (warp & 3u) * 32u;
+	u32 base[2][2];
+#pragma unroll
+	for (int rb = 0; rb < 2; rb++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			u32 r = wr0 + 16u * rb + g + 8u * h;
+			u32 j = MODE == MODE_GATEUP ? (u32)h : 0u;
+			u32 rin = MODE == MODE_GATEUP ? 8u * (r >> 4) + g : r;
+			base[rb][h] = j * LEN + (u32)((run0(j) * G) & 7u) + rin * G;
+		}
+
+	// Stagers of chunk c into ring slot st: the weight rows' codes (lanes
+	// along a row's 16-byte groups) and the pairs' activations.
+	auto load_w = [&](u32 c, u32 st) {
+		u8* sw = smem + st * STAGE;
+		const u32 g0 = c * BKG;
+		const u32 gv = umin32(BKG, G - g0);
+#pragma unroll
+		for (int i = 0; i < 128 * BKG / NT; i++) {
+			u32 ci = tid + (u32)(i * NT);
+			u32 r = ci / BKG, gi = ci % BKG;
+			bool ok;
+			u64 wr = q4_wrow<MODE>(r, ex, n0, nout, ok);
+			if (gi < gv) cp_async16(sw + gi * 2048u + r * 16u, codes + wr * rowBytes + (u64)(g0 + gi) * 16u);
+		}
+	};
+	auto load_a = [&](u32 c, u32 st) {
+		u8* sa = smem + st * STAGE + WB;
+		const u32 g0 = c * BKG;
+		const u32 gv = umin32(BKG, G - g0);
+		constexpr int CPT = 4 * BKG; // 16-byte chunks per pair and chunk
+#pragma unroll
+		for (int i = 0; i < BMT * CPT / NT; i++) {
+			u32 ci = tid + (u32)(i * NT);
+			u32 t = ci / CPT, j = ci % CPT;
+			u32 gi = j >> 2;
+			if (t < cnt && gi < gv)
+				cp_async16(sa + gi * (u32)(BMT * 64) + t * 64u + (j & 3u) * 16u,
+				           A + (u64)trow[t] * kd + (u64)g0 * 32u + j * 8u);
+		}
+	};
+
+	// Prologue, one commit group: the scales and biases of every run and
+	// the codes of chunks 0 … STAGES−2 (which need no table), then, once the
+	// pairs' rows are known, their activations.
+#pragma unroll
+	for (u32 j = 0; j < NRUN; j++) {
+		u64 h0 = run0(j) * G, a0 = h0 & ~(u64)7u;
+		u32 np = (u32)((h0 - a0 + (u64)SBR * G + 7u) >> 3);
+		for (u32 pc = tid; pc < 2u * np; pc += NT) {
+			u32 pl = pc >= np ? 1u : 0u, pi = pc - pl * np;
+			u64 src = a0 + 8u * (u64)pi;
+			if (src < halves) {
+				u64 rem = 2u * (halves - src);
+				cp_async16z((pl ? sbb : sbs) + j * LEN + 8u * pi, (pl ? biases : scales) + src, rem < 16u ? (u32)rem : 16u);
+			}
+		}
+	}
+#pragma unroll
+	for (int s = 0; s < STAGES - 1; s++)
+		if ((u32)s < nch) load_w((u32)s, (u32)s);
+	for (u32 t = tid; t < (u32)BMT; t += NT) {
+		u32 row = 0u;
+		float iv = 0.0f;
+		if (t < cnt) {
+			row = MODE == MODE_GATEUP ? pairs[p0 + t] / topk : p0 + t;
+			iv = ainv[row];
+		}
+		trow[t] = row;
+		tinv[t] = iv;
+	}
+	block_sync(); // trow
+#pragma unroll
+	for (int s = 0; s < STAGES - 1; s++)
+		if ((u32)s < nch) load_a((u32)s, (u32)s);
+#pragma unroll
+	for (int s = 0; s < STAGES - 1; s++) cp_async_commit();
+
+	const u32 tb = (warp >> 2) * (u32)(8 * TPW);
+	const u32 nt = tb < cnt ? umin32((u32)TPW, (cnt - tb + 7u) >> 3) : 0u;
+	float acc[2][TPW][4];
+#pragma unroll
+	for (int rb = 0; rb < 2; rb++)
+#pragma unroll
+		for (int tt = 0; tt < TPW; tt++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) acc[rb][tt][i] = 0.0f;
+
+	for (u32 c = 0; c < nch; c++) {
+		cp_async_wait<STAGES - 2>();
+		block_sync();
+		{
+			u32 cn = c + STAGES - 1u;
+			if (cn < nch) {
+				load_w(cn, cn % STAGES);
+				load_a(cn, cn % STAGES);
+			}
+			cp_async_commit();
+		}
+		if (nt == 0u) continue;
+		const u8* sw = smem + (c % STAGES) * STAGE;
+		const u8* sa = sw + WB;
+		const u32 g0 = c * BKG;
+		const u32 gv = umin32(BKG, G - g0);
+		if (gv == (u32)BKG)
+			q4_chunk_nt<TPW, true, TPW, BKG, BMT>(nt, sw, sa, sbs, sbb, base, g0, gv, wr0, tb, g, q, acc);
+		else
+			q4_chunk_nt<TPW, false, TPW, BKG, BMT>(nt, sw, sa, sbs, sbb, base, g0, gv, wr0, tb, g, q, acc);
+	}
+	cp_async_wait<0>();
+	if (nt == 0u) return;
+
+	q4_store<MODE, TPW>(acc, nt, tb, cnt, p0, n0, wr0, g, q, tinv, pairs, wts, out, nout);
+}
+
+// The first version of the GEMM (DGQ_MOE_Q4=v1; run on the H200): the same
+// block, warp and fragment layout, with the scales and biases staged per
+// chunk (4-byte copies, 3 words a row and plane for BKG = 4) and the codes
+// copied one row per lane.
+template <int WT, int TPW, int BKG, int STAGES>
+struct Q4GeoV1 {
+	static constexpr int NT = 128 * WT;
+	static constexpr int BMT = 8 * TPW * WT;     // pairs per block (the table's bm)
+	static constexpr int SBW = BKG / 2 + 1;      // u32 words of scales (and of biases) per row and chunk
+	static constexpr u32 WB = BKG * 128 * 16;    // codes: [group][row][16 B]
+	static constexpr u32 SB = 128 * SBW * 4;     // one of the scale/bias planes: [row][SBW words]
+	static constexpr u32 AB = BKG * BMT * 64;    // activations: [group][pair][64 B]
+	static constexpr u32 STAGE = WB + 2 * SB + AB;
+	static constexpr u32 SMEM = STAGE * STAGES;
+};
+
+template <int MODE, int WT, int TPW, int BKG, int STAGES>
+__device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
+	typedef Q4GeoV1<WT, TPW, BKG, STAGES> Geo;
+	constexpr int NT = Geo::NT, BMT = Geo::BMT, SBW = Geo::SBW;
+	constexpr u32 WB = Geo::WB, SB = Geo::SB, STAGE = Geo::STAGE;
+	MOE_DYN_SMEM(smem);
+	MOE_SMEM(u32, trow, BMT);
+	MOE_SMEM(float, tinv, BMT);
+
+	u32 ex = 0u, p0, cnt;
+	if (MODE == MODE_DENSE) {
+		p0 = blockIdx.y * (u32)BMT;
+		if (p0 >= m) return;
+		cnt = umin32((u32)BMT, m - p0);
 	} else {
 		u32 tile = blockIdx.y;
 		if (tile >= tiles[0]) return;
@@ -360,35 +630,166 @@ __device__ __forceinline__ void q4_block(const u8* __restrict__ codes, const u16
 		p0 = tiles[2u + 3u * tile];
 		cnt = tiles[3u + 3u * tile];
 	}
-	u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-	u32 cols = MODE == MODE_GATEUP ? 8u : 16u;
-	u32 nbase = (blockIdx.x * MOE_NW + warp) * cols;
-	if (nbase >= nout || cnt == 0u) return;
-	u32 mts = (cnt + 15u) >> 4;
-	if (mts == 1u)
-		q4_warp<1, MODE>(codes, scales, biases, A, asum, kd, nout, ex, p0, cnt, pairs, wts, out, nbase, lane);
-	else if (mts == 2u)
-		q4_warp<2, MODE>(codes, scales, biases, A, asum, kd, nout, ex, p0, cnt, pairs, wts, out, nbase, lane);
-	else if (mts == 3u)
-		q4_warp<3, MODE>(codes, scales, biases, A, asum, kd, nout, ex, p0, cnt, pairs, wts, out, nbase, lane);
-	else
-		q4_warp<4, MODE>(codes, scales, biases, A, asum, kd, nout, ex, p0, cnt, pairs, wts, out, nbase, lane);
+	const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+	const u32 g = lane >> 2, q = lane & 3u;
+	const u32 G = kd >> 5;
+	const u32 nch = (G + BKG - 1u) / BKG;
+	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);
+	const u64 rowBytes = (u64)kd >> 1;
+	const u64 halves = (u64)wrows * G; // fp16 values per scale/bias plane
+
+	for (u32 t = tid; t < (u32)BMT; t += NT) {
+		u32 row = 0u;
+		float iv = 0.0f;
+		if (t < cnt) {
+			row = MODE == MODE_GATEUP ? pairs[p0 + t] / topk : p0 + t;
+			iv = ainv[row];
+		}
+		trow[t] = row;
+		tinv[t] = iv;
+	}
+
+	// Loader: thread tid stages weight row lr's codes (groups tid/128 + WT·j)
+	// and its scale/bias words (both planes when WT = 1, plane tid/128 else).
+	const u32 lr = tid & 127u;
+	bool lok;
+	const u64 lw = q4_wrow<MODE>(lr, ex, n0, nout, lok);
+	const u8* lcode = codes + lw * rowBytes;
+	const u64 lsb = lw * G;
+	block_sync(); // trow
+
+	auto load = [&](u32 c, u32 st) {
+		u8* sw = smem + st * STAGE;
+		u8* ss = sw + WB;
+		u8* sa = ss + 2u * SB;
+		const u32 g0 = c * BKG;
+		const u32 gv = umin32(BKG, G - g0);
+#pragma unroll
+		for (int j = 0; j < BKG / WT; j++) {
+			u32 gi = (tid >> 7) + (u32)(WT * j);
+			if (gi < gv) cp_async16(sw + gi * 2048u + lr * 16u, lcode + (u64)(g0 + gi) * 16u);
+		}
+#pragma unroll
+		for (int pl = 0; pl < 2; pl++) {
+			if (WT == 1 || (u32)pl == (tid >> 7)) {
+				const u8* base = (const u8*)(pl == 0 ? scales : biases);
+				u8* d = ss + (u32)pl * SB + lr * (u32)(SBW * 4);
+				u64 w0 = (lsb + g0) >> 1;
+#pragma unroll
+				for (int i = 0; i < SBW; i++) {
+					u64 h = 2u * (w0 + (u64)i);
+					if (h < halves) cp_async4(d + 4 * i, base + 2u * h, h + 1u < halves ? 4u : 2u);
+				}
+			}
+		}
+		constexpr int CPT = 4 * BKG; // 16-byte chunks per pair and chunk
+#pragma unroll
+		for (int i = 0; i < BMT * CPT / NT; i++) {
+			u32 ci = tid + (u32)(i * NT);
+			u32 t = ci / CPT, j = ci % CPT;
+			u32 gi = j >> 2;
+			if (t < cnt && gi < gv)
+				cp_async16(sa + gi * (u32)(BMT * 64) + t * 64u + (j & 3u) * 16u,
+				           A + (u64)trow[t] * kd + (u64)g0 * 32u + j * 8u);
+		}
+	};
+
+	// Compute lanes: rows wr0 + 16·rb + g (+8), pairs tb + 8·tt + g.
+	const u32 wr0 = (warp & 3u) * 32u;
+	const u32 tb = (warp >> 2) * (u32)(8 * TPW);
+	const bool active = tb < cnt;
+	u32 shf[2][2]; // the row's first scale/bias half in its staged words
+#pragma unroll
+	for (int rb = 0; rb < 2; rb++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			bool ok;
+			u64 wr = q4_wrow<MODE>(wr0 + 16u * rb + g + 8u * h, ex, n0, nout, ok);
+			shf[rb][h] = (u32)((wr * G) & 1u);
+		}
+	float acc[2][TPW][4];
+#pragma unroll
+	for (int rb = 0; rb < 2; rb++)
+#pragma unroll
+		for (int tt = 0; tt < TPW; tt++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) acc[rb][tt][i] = 0.0f;
+
+#pragma unroll
+	for (int s = 0; s < STAGES - 1; s++) {
+		if ((u32)s < nch) load((u32)s, (u32)s);
+		cp_async_commit();
+	}
+	for (u32 c = 0; c < nch; c++) {
+		cp_async_wait<STAGES - 2>();
+		block_sync();
+		{
+			u32 cn = c + STAGES - 1u;
+			if (cn < nch) load(cn, cn % STAGES);
+			cp_async_commit();
+		}
+		if (!active) continue;
+		const u8* sw = smem + (c % STAGES) * STAGE;
+		const u8* ss = sw + WB;
+		const u8* sa = ss + 2u * SB;
+		const u32 gv = umin32(BKG, G - c * BKG);
+#pragma unroll
+		for (int gi = 0; gi < BKG; gi++) {
+			if ((u32)gi >= gv) break;
+			u32 af[2][2][4]; // [rb][step][reg]
+#pragma unroll
+			for (int rb = 0; rb < 2; rb++) {
+				u32 r = wr0 + 16u * rb + g;
+				const u8* cw = sw + (u32)gi * 2048u + 4u * q;
+				u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
+				const u8* sr = ss + r * (u32)(SBW * 4) + 2u * (u32)gi;
+				const u8* sr8 = ss + (r + 8u) * (u32)(SBW * 4) + 2u * (u32)gi;
+				u32 sa2 = lds16(sr + 2u * shf[rb][0]) * 0x10001u;
+				u32 ba2 = lds16(sr + SB + 2u * shf[rb][0]) * 0x10001u;
+				u32 sb2 = lds16(sr8 + 2u * shf[rb][1]) * 0x10001u;
+				u32 bb2 = lds16(sr8 + SB + 2u * shf[rb][1]) * 0x10001u;
+				q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
+				q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
+			}
+			const u8* ag = sa + (u32)gi * (u32)(BMT * 64) + 16u * q;
+#pragma unroll
+			for (int tt = 0; tt < TPW; tt++) {
+				if (tb + 8u * tt < cnt) {
+					v4u32 v = lds128(ag + (tb + 8u * tt + g) * 64u);
+#pragma unroll
+					for (int rb = 0; rb < 2; rb++) {
+						mma_f16(acc[rb][tt], af[rb][0][0], af[rb][0][1], af[rb][0][2], af[rb][0][3], v.x, v.y);
+						mma_f16(acc[rb][tt], af[rb][1][0], af[rb][1][1], af[rb][1][2], af[rb][1][3], v.z, v.w);
+					}
+				}
+			}
+		}
+	}
+	cp_async_wait<0>();
+	if (!active) return;
+	const u32 nt = umin32((u32)TPW, (cnt - tb + 7u) >> 3);
+	q4_store<MODE, TPW>(acc, nt, tb, cnt, p0, n0, wr0, g, q, tinv, pairs, wts, out, nout);
 }
 
-#define Q4_PARAMS                                                                                               \
-	const u8 *__restrict__ codes, const u16 *__restrict__ scales, const u16 *__restrict__ biases,            \
-	    const u16 *__restrict__ A, const float *__restrict__ asum, const u32 *__restrict__ pairs,            \
-	    const u32 *__restrict__ tiles, const float *__restrict__ wts, float *__restrict__ out, u32 kd, u32 nout, \
-	    u32 m
-#define Q4_ARGS codes, scales, biases, A, asum, pairs, tiles, wts, out, kd, nout, m
+// Instances: moe_q4_gateup_<cfg>, moe_q4_down_<cfg>, q4_dense_<cfg>, grid
+// (⌈nout/64⌉ for gate/up, ⌈nout/128⌉ else; tiles of the table, or ⌈m/BMT⌉),
+// 128·WT threads; dynamic shared memory Q4Geo::RING + the scale/bias runs
+// (q4_gemm) or Q4GeoV1::SMEM (q4_gemm_v1). The Go side (moeQ4Configs)
+// mirrors the table.
+#define Q4_INSTANCE(NAME, FN, WT, TPW, BKG, ST)                                                                    \
+	extern "C" __global__ void __launch_bounds__(128 * WT) moe_q4_gateup_##NAME(Q4_PARAMS) {                  \
+		FN<MODE_GATEUP, WT, TPW, BKG, ST>(Q4_ARGS);                                                           \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(128 * WT) moe_q4_down_##NAME(Q4_PARAMS) {                    \
+		FN<MODE_DOWN, WT, TPW, BKG, ST>(Q4_ARGS);                                                             \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(128 * WT) q4_dense_##NAME(Q4_PARAMS) {                       \
+		FN<MODE_DENSE, WT, TPW, BKG, ST>(Q4_ARGS);                                                            \
+	}
 
-// moe_q4_gateup: z [pairs][nout] = gelu(u·gateᵀ)·(u·upᵀ) per tile of the
-// table; grid (⌈nout/32⌉, max tiles), 128 threads.
-extern "C" __global__ void __launch_bounds__(128) moe_q4_gateup(Q4_PARAMS) { q4_block<MODE_GATEUP>(Q4_ARGS); }
-
-// moe_q4_down: y [slots][nout] = (z·downᵀ)·wts[slot]; grid (⌈nout/64⌉, max
-// tiles), 128 threads.
-extern "C" __global__ void __launch_bounds__(128) moe_q4_down(Q4_PARAMS) { q4_block<MODE_DOWN>(Q4_ARGS); }
-
-// q4_dense: c [m][nout] = a·wᵀ; grid (⌈nout/64⌉, ⌈m/64⌉), 128 threads.
-extern "C" __global__ void __launch_bounds__(128) q4_dense(Q4_PARAMS) { q4_block<MODE_DENSE>(Q4_ARGS); }
+Q4_INSTANCE(s, q4_gemm_v1, 1, 4, 4, 3) // 32 pairs, 4 warps, 128 k a chunk, 3 stages (57 KiB)
+Q4_INSTANCE(m, q4_gemm_v1, 1, 8, 4, 4) // 64 pairs, 4 warps, 128 k a chunk, 4 stages (108 KiB)
+Q4_INSTANCE(l, q4_gemm_v1, 2, 8, 2, 4) // 128 pairs, 8 warps, 64 k a chunk, 4 stages (88 KiB)
+Q4_INSTANCE(s2, q4_gemm, 1, 4, 4, 4)   // 32 pairs, 4 warps, 128 k a chunk, 4 stages (64 KiB ring)
+Q4_INSTANCE(m2, q4_gemm, 1, 8, 2, 4)   // 64 pairs, 4 warps, 64 k a chunk, 4 stages (48 KiB ring)
+Q4_INSTANCE(l2, q4_gemm, 2, 8, 2, 3)   // 128 pairs, 8 warps, 64 k a chunk, 3 stages (60 KiB ring)
