@@ -82,7 +82,7 @@ func (s *engineStepper) step(canvas []int, sc scMode, T float32, us []float64, e
 			return nil, err
 		}
 	}
-	s.stats = growF32(s.stats, C)
+	s.stats = grow32(s.stats, C)
 	if err := b.Download(entb, ent[:C]); err != nil {
 		return nil, err
 	}
@@ -92,17 +92,10 @@ func (s *engineStepper) step(canvas []int, sc scMode, T float32, us []float64, e
 	for i, v := range s.stats {
 		amax[i] = int(v)
 	}
-	s.draws = growF32(s.draws, C)
+	s.draws = grow32(s.draws, C)
 	if err := b.Download(drawb, s.draws); err != nil {
 		return nil, err
 	}
 	draws := s.draws
 	return func(i int) int { return int(draws[i]) }, nil
-}
-
-func growF32(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
 }

@@ -31,7 +31,7 @@ func TestEngineCPUMatchesModel(t *testing.T) {
 				t.Fatalf("%d outputs, want %d", len(got), len(want))
 			}
 			for i := range want {
-				if d := maxAbsDiff(got[i], want[i]); d != 0 {
+				if d := maxAbsDiff32(got[i], want[i]); d != 0 {
 					t.Errorf("output %d (of %d values): max |engine − model| = %g", i, len(want[i]), d)
 				}
 			}
@@ -130,7 +130,7 @@ func TestProfiledBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := maxAbsDiff(got, want); d != 0 {
+	if d := maxAbsDiff32(got, want); d != 0 {
 		t.Errorf("profiled prefill differs by %g", d)
 	}
 	calls := map[string]int{}

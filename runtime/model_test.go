@@ -28,17 +28,6 @@ func refIDs(t *testing.T, m *Model, fx string) map[string][]int {
 	return out
 }
 
-func maxAbsDiff(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	var d float64
-	for i := range a {
-		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d
-}
-
 // scenario runs prefill(prompt in chunks), denoise(canvas1), denoise(canvas2
 // with SC), prefill(block1), denoise(canvas3) and returns every output.
 func scenario(t *testing.T, m *Model, ids map[string][]int, chunks []int) [][]float32 {
@@ -102,7 +91,7 @@ func TestChunkedPrefill(t *testing.T) {
 		for _, chunks := range [][]int{{P / 2}, {5, 13}, {1, P - 1}} {
 			got := scenario(t, m, ids, chunks)
 			for i := range one {
-				if d := maxAbsDiff(one[i], got[i]); d > 1e-6 {
+				if d := maxAbsDiff32(one[i], got[i]); d > 1e-6 {
 					t.Errorf("%s chunks %v: output %d differs by %g", fx, chunks, i, d)
 				}
 			}
@@ -175,7 +164,7 @@ func TestCacheSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if maxAbsDiff(a, b) != 0 {
+	if maxAbsDiff32(a, b) != 0 {
 		t.Error("a cloned cache gives other logits")
 	}
 }
@@ -266,7 +255,7 @@ func TestPrefillImageTokenIsPad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if maxAbsDiff(a, b) != 0 {
+	if maxAbsDiff32(a, b) != 0 {
 		t.Error("an image placeholder is not embedded as pad")
 	}
 }
@@ -287,7 +276,7 @@ func TestConcurrentForwards(t *testing.T) {
 	}
 	for range 3 {
 		got := <-done
-		if maxAbsDiff(got[0], want[0]) != 0 || maxAbsDiff(got[1], want[1]) != 0 {
+		if maxAbsDiff32(got[0], want[0]) != 0 || maxAbsDiff32(got[1], want[1]) != 0 {
 			t.Error("a concurrent pass gave other results")
 		}
 	}
