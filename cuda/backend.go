@@ -305,22 +305,14 @@ func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
 	}
 	wp := cw.b.Ptr()
 	if !cw.f32 {
-		need := 4 * cw.geom.Elements()
-		if c.scratch == nil || c.scratch.Size() < need {
-			if c.scratch != nil {
-				if err := c.scratch.Free(); err != nil {
-					return err
-				}
-				c.scratch = nil
-			}
-			if c.scratch, err = c.d.Alloc(need); err != nil {
-				return err
-			}
-		}
-		if err := c.dequant(c.scratch.Ptr(), cw); err != nil {
+		sb, err := c.grow(&c.scratch, 4*cw.geom.Elements())
+		if err != nil {
 			return err
 		}
-		wp = c.scratch.Ptr()
+		if err := c.dequant(sb.Ptr(), cw); err != nil {
+			return err
+		}
+		wp = sb.Ptr()
 	}
 	return c.d.MatMulNT(co.b.Ptr(), ab.b.Ptr(), wp, m, n, k)
 }
