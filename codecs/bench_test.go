@@ -7,42 +7,49 @@ import (
 	"github.com/dgq-dev/dgq/codecs/internal/testmat"
 )
 
-// BenchmarkEncode encodes the 1408×2816 bf16 matrix on one goroutine.
-// MB/s is bf16 input bytes; elements/s = MB/s / 2.
-func BenchmarkEncode(b *testing.B) {
-	m := codecs.Matrix{Rows: benchRows, K: benchK}
+var methods = []codecs.Method{codecs.Search, codecs.MinMax}
+
+// reportElems reports elements per second (b.SetBytes gives MB/s of bf16
+// input, i.e. 2 bytes per element).
+func reportElems(b *testing.B, m codecs.Matrix) {
+	b.ReportMetric(float64(m.Elements())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+}
+
+// BenchmarkEncodeTensor encodes the 1408×2816 bf16 acceptance matrix with
+// EncodeTensor (scan included where the method needs one, output buffer
+// allocated) on one goroutine, per format, method and distribution.
+func BenchmarkEncodeTensor(b *testing.B) {
+	m := codecs.Matrix{Rows: accRows, K: accK}
 	for _, d := range testmat.Dists {
 		src := testmat.BF16(d, int(m.Elements()), 1)
 		for _, f := range codecs.Formats() {
-			b.Run(f.String()+"/"+string(d), func(b *testing.B) {
-				enc, dst := newBenchEncoder(b, f, m)
-				b.SetBytes(int64(len(src)))
-				for b.Loop() {
-					if enc.NeedsScan() {
-						amax, err := enc.ScanRows(src)
-						if err != nil {
+			for _, method := range methods {
+				b.Run(f.String()+"/"+method.String()+"/"+string(d), func(b *testing.B) {
+					b.SetBytes(int64(len(src)))
+					for b.Loop() {
+						if _, _, err := codecs.EncodeTensor(f, codecs.BF16, m, method, src); err != nil {
 							b.Fatal(err)
 						}
-						enc.SetAmax(amax)
 					}
-					if _, err := enc.EncodeRows(dst, src, 0, m.Rows); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(m.Elements())*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
-			})
+					reportElems(b, m)
+				})
+			}
 		}
 	}
 }
 
-// BenchmarkDecode decodes the whole encoded matrix with DecodeRows.
-func BenchmarkDecode(b *testing.B) {
-	m := codecs.Matrix{Rows: benchRows, K: benchK}
+// BenchmarkDecodeRows decodes the whole encoded acceptance matrix with the
+// reference decoder.
+func BenchmarkDecodeRows(b *testing.B) {
+	m := codecs.Matrix{Rows: accRows, K: accK}
 	out := make([]float32, m.Elements())
 	for _, d := range testmat.Dists {
 		src := testmat.BF16(d, int(m.Elements()), 1)
 		for _, f := range codecs.Formats() {
-			_, enc := encodeAll(b, f, m, src)
+			enc, _, err := codecs.EncodeTensor(f, codecs.BF16, m, codecs.Search, src)
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.Run(f.String()+"/"+string(d), func(b *testing.B) {
 				b.SetBytes(int64(len(src)))
 				for b.Loop() {
@@ -50,21 +57,8 @@ func BenchmarkDecode(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64(m.Elements())*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+				reportElems(b, m)
 			})
 		}
 	}
-}
-
-// newBenchEncoder returns an encoder and destination planes for m.
-func newBenchEncoder(b *testing.B, f codecs.Format, m codecs.Matrix) (*codecs.Encoder, [][]byte) {
-	enc, err := codecs.NewEncoder(f, codecs.BF16, m)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var dst [][]byte
-	for _, p := range enc.Planes() {
-		dst = append(dst, make([]byte, p.Size))
-	}
-	return enc, dst
 }

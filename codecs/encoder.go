@@ -6,44 +6,104 @@ import (
 	"math"
 )
 
+// Method is how an encoder chooses the stored parameters. Both write the
+// same format; they differ only in which bytes they pick.
+type Method uint8
+
+const (
+	// Search minimizes the squared error of the decoded values, scoring
+	// every candidate after its parameters are rounded to what is stored.
+	Search Method = iota
+	// MinMax reproduces the original engine's encoders bit for bit: min/max
+	// parameters, codes from the unrounded float32 parameters, parameters
+	// stored truncated to bf16, nvfp4 matrix scale 1.0.
+	MinMax
+)
+
+var methodNames = [...]string{Search: "search", MinMax: "minmax"}
+
+func (m Method) String() string {
+	if int(m) < len(methodNames) {
+		return methodNames[m]
+	}
+	return fmt.Sprintf("Method(%d)", uint8(m))
+}
+
+// ParseMethod parses "search" or "minmax".
+func ParseMethod(s string) (Method, error) {
+	for i, n := range methodNames {
+		if n == s {
+			return Method(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: encoder %q (known: search, minmax)", ErrUnknownMethod, s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m Method) MarshalText() ([]byte, error) {
+	if int(m) >= len(methodNames) {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownMethod, uint8(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (m *Method) UnmarshalText(b []byte) error {
+	v, err := ParseMethod(string(b))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
 // Encoder encodes one tensor of a given format, dtype and geometry. After
-// setup (NewEncoder, and SetAmax where NeedsScan) it is read-only, so
-// EncodeRows and ScanRows may run concurrently on disjoint rows.
+// setup (NewEncoder, and SetAmax for every matrix where NeedsScan) it is
+// read-only, so EncodeRows and ScanRows may run concurrently on disjoint rows.
 type Encoder struct {
 	f      Format
 	dt     DType
 	m      Matrix
-	planes []Plane
+	l      Layout
+	method Method
 
-	aff     affineParams // q4/q5/q6
-	amax    float32      // nvfp4: tensor amax (SetAmax)
-	amaxSet bool
-	scale2  float32 // nvfp4: global scale derived from amax
+	// nvfp4: the f32 scale of every matrix (1 for MinMax; set by SetAmax for Search)
+	matScale []float32
+	matSet   []bool
 }
 
 // NewEncoder prepares an encoder for a tensor of geometry m and dtype dt in
-// format f.
-func NewEncoder(f Format, dt DType, m Matrix) (*Encoder, error) {
+// format f with the given method.
+func NewEncoder(f Format, dt DType, m Matrix, method Method) (*Encoder, error) {
 	if !f.Valid() {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownFormat, uint8(f))
 	}
-	planes, err := f.Planes(dt, m)
+	if int(method) >= len(methodNames) {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownMethod, uint8(method))
+	}
+	l, err := f.Layout(dt, m)
 	if err != nil {
 		return nil, err
 	}
-	e := &Encoder{f: f, dt: dt, m: m, planes: planes}
-	if f == Q4 || f == Q5 || f == Q6 {
-		e.aff = newAffineParams(f.Bits())
+	e := &Encoder{f: f, dt: dt, m: m, l: l, method: method}
+	if f == NVFP4 {
+		e.matScale = make([]float32, l.Matrices)
+		e.matSet = make([]bool, l.Matrices)
+		if method == MinMax {
+			for i := range e.matScale {
+				e.matScale[i], e.matSet[i] = 1, true
+			}
+		}
 	}
 	return e, nil
 }
 
-// Planes returns the planes of the encoded tensor (a copy).
-func (e *Encoder) Planes() []Plane { return append([]Plane(nil), e.planes...) }
+// Layout returns the byte geometry of the encoded tensor.
+func (e *Encoder) Layout() Layout { return e.l }
 
-// NeedsScan reports whether a whole-tensor statistic (nvfp4's amax) must be
-// fixed with SetAmax before EncodeRows.
-func (e *Encoder) NeedsScan() bool { return e.f == NVFP4 }
+// NeedsScan reports whether each matrix's max|x| must be fixed with SetAmax
+// before its rows are encoded (the searching nvfp4 encoder's matrix scale).
+func (e *Encoder) NeedsScan() bool { return e.f == NVFP4 && e.method == Search }
 
 // ScanRows returns max|x| over src, which holds whole rows of source bytes.
 // A NaN or infinity gives an error wrapping ErrNonFinite. It does not modify e.
@@ -67,125 +127,127 @@ func (e *Encoder) ScanRows(src []byte) (float32, error) {
 // absMax is max|x| over finite source bytes.
 func absMax(dt DType, src []byte) float32 { return absBitsToFloat32(dt, absMaxBits(dt, src)) }
 
-// SetAmax fixes the tensor's max|x| (the max over all ScanRows results).
-// Non-finite or negative values are treated as 0.
-func (e *Encoder) SetAmax(amax float32) {
+// SetAmax fixes max|x| of matrix mat (the max over the ScanRows results of
+// its rows), which sets the matrix's stored scale. Non-finite or negative
+// values are treated as 0. It is ignored by encoders that need no scan.
+func (e *Encoder) SetAmax(mat int64, amax float32) {
+	if !e.NeedsScan() || mat < 0 || mat >= int64(len(e.matScale)) {
+		return
+	}
 	if !(amax >= 0) || amax > math.MaxFloat32 {
 		amax = 0
 	}
-	e.amax = amax
-	e.amaxSet = true
-	e.scale2 = nvfp4Scale2(amax)
-}
-
-// TensorPlane returns the bytes of tensor plane i (a plane with RowBytes ==
-// 0: nvfp4's global scale, valid after SetAmax), or nil for a row plane or an
-// index out of range.
-func (e *Encoder) TensorPlane(i int) []byte {
-	if i < 0 || i >= len(e.planes) || e.planes[i].RowBytes != 0 {
-		return nil
-	}
-	if e.f == NVFP4 {
-		return binary.LittleEndian.AppendUint32(nil, math.Float32bits(e.scale2))
-	}
-	return make([]byte, e.planes[i].Size)
+	e.matScale[mat] = nvfp4Scale2(amax)
+	e.matSet[mat] = true
 }
 
 // EncodeRows encodes rows [r0, r0+n). src holds exactly those rows' source
-// bytes; dst[i] receives exactly n·Planes()[i].RowBytes bytes for every row
-// plane i (entries for tensor planes are ignored). It returns the error of
-// the decoded result against the source, identical to what DecodeRows gives.
-func (e *Encoder) EncodeRows(dst [][]byte, src []byte, r0, n int64) (Stats, error) {
+// bytes; dst is exactly their span (Layout().Span(r0, n): the rows and the
+// header of every matrix starting among them). It returns the error of the
+// decoded result against the source, identical to what DecodeRows gives.
+func (e *Encoder) EncodeRows(dst, src []byte, r0, n int64) (Stats, error) {
 	if err := e.checkRows(dst, src, r0, n); err != nil {
 		return Stats{}, err
 	}
-	if e.NeedsScan() && !e.amaxSet {
-		return Stats{}, fmt.Errorf("%w: %s rows %d..%d", ErrNeedScan, e.f, r0, r0+n)
+	if i := firstNonFinite(e.dt, src); i >= 0 {
+		return Stats{}, nonFiniteAt(r0, e.m.K, int64(i))
 	}
-	switch e.f {
-	case Raw:
-		return encodeRaw(e, dst[0], src, r0, n)
-	case Q8:
-		return encodeQ8(e, dst[0], dst[1], src, r0, n)
-	case Q4, Q5, Q6:
-		return encodeAffine(e, dst[0], dst[1], dst[2], src, r0, n)
-	case NVFP4:
-		return encodeNVFP4(e, dst[0], dst[1], src, r0, n)
+	if e.f == NVFP4 && n > 0 {
+		for mat := r0 / e.l.MatRows; mat <= (r0+n-1)/e.l.MatRows; mat++ {
+			if !e.matSet[mat] {
+				return Stats{}, fmt.Errorf("%w: %s matrix %d", ErrNeedScan, e.f.Kind(), mat)
+			}
+		}
 	}
-	return Stats{}, fmt.Errorf("%w: %d", ErrUnknownFormat, uint8(e.f))
+	start, _ := e.l.Span(r0, n)
+	srcRow := e.m.K * int64(e.dt.Size())
+	var st Stats
+	var x []float32
+	if e.f != Raw {
+		x = make([]float32, e.m.K)
+	}
+	for r := r0; r < r0+n; r++ {
+		if e.f == NVFP4 && r%e.l.MatRows == 0 {
+			binary.LittleEndian.PutUint32(dst[e.l.RowOffset(r)-start-nvfp4HeaderBytes:], math.Float32bits(e.matScale[r/e.l.MatRows]))
+		}
+		off := e.l.RowOffset(r) - start
+		row := dst[off : off+e.l.RowBytes]
+		s := src[(r-r0)*srcRow : (r-r0+1)*srcRow]
+		if e.f == Raw {
+			encodeRawRow(e.dt, row, s, &st)
+			continue
+		}
+		toFloat32(e.dt, s, x)
+		switch e.f {
+		case Q8:
+			encodeQ8Row(e.method, row, x, &st)
+		case Q4, Q5, Q6:
+			if g := encodeAffineRow(e.method, e.f.Bits(), row, x, &st); g >= 0 {
+				return Stats{}, fmt.Errorf("%w: row %d, elements %d..%d span more than float32 holds; the engine's min/max encoder would store an infinite step (the group decodes to NaN): use --encoder search", ErrRange, r, g*32, g*32+31)
+			}
+		case NVFP4:
+			encodeNVFP4Row(e.method, e.matScale[r/e.l.MatRows], row, x, &st)
+		}
+	}
+	return st, nil
 }
 
-func (e *Encoder) checkRows(dst [][]byte, src []byte, r0, n int64) error {
+func (e *Encoder) checkRows(dst, src []byte, r0, n int64) error {
 	if r0 < 0 || n < 0 || r0 > e.m.Rows || n > e.m.Rows-r0 {
 		return fmt.Errorf("%w: rows %d..%d+%d outside 0..%d", ErrBuffer, r0, r0, n, e.m.Rows)
 	}
 	if want := n * e.m.K * int64(e.dt.Size()); int64(len(src)) != want {
 		return fmt.Errorf("%w: source has %d bytes, %d rows need %d", ErrBuffer, len(src), n, want)
 	}
-	if len(dst) != len(e.planes) {
-		return fmt.Errorf("%w: %d destination planes, %s has %d", ErrBuffer, len(dst), e.f, len(e.planes))
-	}
-	for i, p := range e.planes {
-		if p.RowBytes == 0 {
-			continue
-		}
-		if want := n * p.RowBytes; int64(len(dst[i])) != want {
-			return fmt.Errorf("%w: plane %s has %d bytes, %d rows need %d", ErrBuffer, p.Name, len(dst[i]), n, want)
-		}
+	start, end := e.l.Span(r0, n)
+	if int64(len(dst)) != end-start {
+		return fmt.Errorf("%w: destination has %d bytes, rows %d..%d need %d", ErrBuffer, len(dst), r0, r0+n, end-start)
 	}
 	return nil
 }
 
-// encodeRaw copies the source bytes after checking them.
-func encodeRaw(e *Encoder, dst, src []byte, r0, n int64) (Stats, error) {
-	if i := firstNonFinite(e.dt, src); i >= 0 {
-		return Stats{}, nonFiniteAt(r0, e.m.K, int64(i))
-	}
+// encodeRawRow copies one row of (finite) source bytes.
+func encodeRawRow(dt DType, dst, src []byte, st *Stats) {
 	copy(dst, src)
 	var buf [256]float32
+	cnt := len(src) / dt.Size()
 	var ref float64
-	cnt := len(src) / e.dt.Size()
 	for i := 0; i < cnt; i += len(buf) {
 		c := min(len(buf), cnt-i)
-		toFloat32(e.dt, src[i*e.dt.Size():], buf[:c])
+		toFloat32(dt, src[i*dt.Size():], buf[:c])
 		for _, v := range buf[:c] {
 			ref += float64(v) * float64(v)
 		}
 	}
-	return Stats{SumSqRef: ref, N: int64(cnt)}, nil
+	st.SumSqRef += ref
+	st.N += int64(cnt)
 }
 
 // EncodeTensor encodes a whole tensor held in memory (src: Rows·K source
 // elements) into one freshly allocated buffer of EncodedSize bytes: the scan
-// pass when the format needs one, every row plane, and the tensor planes.
-// Streaming writers use Encoder directly; this is for tests, benchmarks and
-// tools that have the whole tensor at hand.
-func EncodeTensor(f Format, dt DType, m Matrix, src []byte) ([]byte, Stats, error) {
-	e, err := NewEncoder(f, dt, m)
+// when the method needs one, then every row. Streaming writers use Encoder
+// directly; this is for tests, benchmarks and tools that have the whole
+// tensor at hand.
+func EncodeTensor(f Format, dt DType, m Matrix, method Method, src []byte) ([]byte, Stats, error) {
+	e, err := NewEncoder(f, dt, m, method)
 	if err != nil {
 		return nil, Stats{}, err
+	}
+	if want := m.Elements() * int64(dt.Size()); int64(len(src)) != want {
+		return nil, Stats{}, fmt.Errorf("%w: source has %d bytes, want %d", ErrBuffer, len(src), want)
 	}
 	if e.NeedsScan() {
-		amax, err := e.ScanRows(src)
-		if err != nil {
-			return nil, Stats{}, err
-		}
-		e.SetAmax(amax)
-	}
-	size, err := f.EncodedSize(dt, m)
-	if err != nil {
-		return nil, Stats{}, err
-	}
-	out := make([]byte, size)
-	planes := e.Planes()
-	dst := make([][]byte, len(planes))
-	for i, p := range planes {
-		dst[i] = out[p.Offset : p.Offset+p.Size]
-		if p.RowBytes == 0 {
-			copy(dst[i], e.TensorPlane(i))
+		per := int64(len(src)) / e.l.Matrices
+		for mat := range e.l.Matrices {
+			amax, err := e.ScanRows(src[mat*per : (mat+1)*per])
+			if err != nil {
+				return nil, Stats{}, err
+			}
+			e.SetAmax(mat, amax)
 		}
 	}
-	st, err := e.EncodeRows(dst, src, 0, m.Rows)
+	out := make([]byte, e.l.Size())
+	st, err := e.EncodeRows(out, src, 0, m.Rows)
 	if err != nil {
 		return nil, Stats{}, err
 	}

@@ -19,3 +19,10 @@ var (
 // ErrNeedScan: EncodeRows was called on an encoder that needs a tensor
 // statistic (nvfp4's amax) before SetAmax.
 var ErrNeedScan = errors.New("codecs: encoder needs SetAmax before EncodeRows")
+
+// ErrUnknownMethod: an encoder method other than search and minmax.
+var ErrUnknownMethod = errors.New("codecs: unknown encoder method")
+
+// ErrRange: the source's values cannot be stored by the chosen encoder
+// (the engine's min/max step of a group overflows float32).
+var ErrRange = errors.New("codecs: value range not storable")

@@ -11,15 +11,36 @@ type Format uint8
 
 const (
 	FormatInvalid Format = 0
-	Raw           Format = 1 // source bytes verbatim
-	Q8            Format = 2 // per-row symmetric int8, f32 row scale
-	Q4            Format = 3 // group-32 affine 4-bit, fp16 scale + bias per group
-	Q5            Format = 4 // group-32 affine 5-bit
-	Q6            Format = 5 // group-32 affine 6-bit
-	NVFP4         Format = 6 // E2M1, 16-element blocks, E4M3 block scale, f32 tensor scale
+	Raw           Format = 1 // kind raw: source bytes verbatim
+	Q8            Format = 2 // kind q8_row: per row a bf16 scale and int8 codes
+	Q4            Format = 3 // kind q4_block: 20-byte blocks of 32 (bf16 delta, bf16 min, 4-bit codes)
+	Q5            Format = 4 // kind q5_block (dgq only): 24-byte blocks of 32, 5-bit codes
+	Q6            Format = 5 // kind q6_block: 28-byte blocks of 32, 6-bit codes
+	NVFP4         Format = 6 // kind nvfp4_block: per matrix an f32 scale, per row E2M1 codes then E4M3 block scales
 )
 
 var formatNames = [...]string{FormatInvalid: "invalid", Raw: "raw", Q8: "q8", Q4: "q4", Q5: "q5", Q6: "q6", NVFP4: "nvfp4"}
+
+// kindNames are the manifest spellings (the engine's "kind").
+var kindNames = [...]string{FormatInvalid: "invalid", Raw: "raw", Q8: "q8_row", Q4: "q4_block", Q5: "q5_block", Q6: "q6_block", NVFP4: "nvfp4_block"}
+
+// Kind is the manifest spelling of f ("q4_block", ...).
+func (f Format) Kind() string {
+	if f.Valid() {
+		return kindNames[f]
+	}
+	return f.String()
+}
+
+// ParseKind parses a manifest kind string.
+func ParseKind(s string) (Format, error) {
+	for _, f := range Formats() {
+		if kindNames[f] == s {
+			return f, nil
+		}
+	}
+	return FormatInvalid, fmt.Errorf("%w: kind %q (known: raw, q8_row, q4_block, q5_block, q6_block, nvfp4_block)", ErrUnknownFormat, s)
+}
 
 // Formats lists every valid format in numeric order.
 func Formats() []Format { return []Format{Raw, Q8, Q4, Q5, Q6, NVFP4} }
@@ -44,7 +65,7 @@ func ParseFormat(s string) (Format, error) {
 	return FormatInvalid, fmt.Errorf("%w: %q (known: raw, q8, q4, q5, q6, nvfp4)", ErrUnknownFormat, s)
 }
 
-// MarshalText implements encoding.TextMarshaler.
+// MarshalText implements encoding.TextMarshaler with the short name ("q4").
 func (f Format) MarshalText() ([]byte, error) {
 	if !f.Valid() {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownFormat, uint8(f))
@@ -52,7 +73,7 @@ func (f Format) MarshalText() ([]byte, error) {
 	return []byte(f.String()), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler (short name).
 func (f *Format) UnmarshalText(b []byte) error {
 	v, err := ParseFormat(string(b))
 	if err != nil {
@@ -97,14 +118,20 @@ const MaxRank = 8
 
 // Matrix is a tensor seen as a row-major matrix: K is the last dimension
 // (the reduction axis of the linear layer), Rows the product of the others.
-// A 3-D expert stack [E, N, K] is E·N rows. A rank-0 tensor is 1×1.
+// A 3-D expert stack [E, N, K] is E·N rows made of Mats = E matrices; a
+// 2-D tensor is one matrix; a rank-0 or rank-1 tensor is one row. Only
+// nvfp4 stores something per matrix. Mats ≤ 0 is read as 1.
 type Matrix struct {
 	Rows, K int64
+	Mats    int64
 }
 
 // Elements is Rows·K (callers obtain a Matrix from FlattenShape, which
 // guarantees it does not overflow).
 func (m Matrix) Elements() int64 { return m.Rows * m.K }
+
+// Matrices is the number of matrices (at least 1).
+func (m Matrix) Matrices() int64 { return max(m.Mats, 1) }
 
 // FlattenShape turns a shape into a Matrix, refusing negative dimensions,
 // more than MaxRank dimensions and element counts that overflow int64.
@@ -129,12 +156,17 @@ func FlattenShape(shape []int64) (Matrix, error) {
 	if _, err := mulCheck(rows, k); err != nil {
 		return Matrix{}, err
 	}
-	return Matrix{Rows: rows, K: k}, nil
+	m := Matrix{Rows: rows, K: k, Mats: 1}
+	for _, d := range shape[:max(len(shape)-2, 0)] {
+		m.Mats *= d // ≤ rows: cannot overflow
+	}
+	return m, nil
 }
 
 // CheckDims reports whether a tensor of this shape can be stored in f:
-// q4/q5/q6 need K % 32 == 0, nvfp4 K % 16 == 0, q8 rank ≥ 2 (per-row scales
-// of a 3-D stack are per row of each expert). Raw accepts every shape.
+// the block formats (q4/q5/q6, nvfp4) need rank ≥ 2 and K a multiple of
+// their group (32, 16); q8 needs rank ≥ 2 (the engine itself writes rank 2
+// only, see layout's engine table). Raw accepts every shape.
 func (f Format) CheckDims(shape []int64) error {
 	if !f.Valid() {
 		return fmt.Errorf("%w: %d", ErrUnknownFormat, uint8(f))
@@ -143,105 +175,144 @@ func (f Format) CheckDims(shape []int64) error {
 	if err != nil {
 		return err
 	}
-	switch f {
-	case Q8:
-		if len(shape) < 2 {
-			return fmt.Errorf("%w: q8 needs rank >= 2, shape %v has rank %d", ErrDims, shape, len(shape))
-		}
-	case Q4, Q5, Q6, NVFP4:
-		if len(shape) < 1 || m.K%int64(f.GroupSize()) != 0 {
-			return fmt.Errorf("%w: %s needs the last dimension to be a multiple of %d, shape %v", ErrDims, f, f.GroupSize(), shape)
-		}
+	if f == Raw {
+		return nil
+	}
+	if len(shape) < 2 {
+		return fmt.Errorf("%w: %s needs rank >= 2, shape %v has rank %d", ErrDims, f.Kind(), shape, len(shape))
+	}
+	if m.Rows == 0 || m.K == 0 {
+		return fmt.Errorf("%w: %s cannot store an empty tensor, shape %v", ErrDims, f.Kind(), shape)
+	}
+	if g := int64(f.GroupSize()); f != Q8 && m.K%g != 0 {
+		return fmt.Errorf("%w: %s needs the last dimension to be a multiple of %d, shape %v", ErrDims, f.Kind(), g, shape)
 	}
 	return nil
 }
 
-// Plane is one contiguous region of an encoded tensor. Row planes hold
-// RowBytes bytes for each row, rows in order; a tensor plane (RowBytes == 0)
-// holds Size bytes that describe the whole tensor. Every plane starts at a
-// multiple of PlaneAlign from the start of the tensor.
-type Plane struct {
-	Name     string
-	Offset   int64
-	Size     int64
-	RowBytes int64
-}
+// Block geometry of the formats (docs/format.md §5).
+const (
+	affineGroup      = 32 // elements per q4/q5/q6 block
+	affineParamBytes = 4  // bf16 delta + bf16 min at the start of a block
+	nvfp4Group       = 16 // elements per E4M3 block scale
+	nvfp4HeaderBytes = 4  // the f32 scale at the start of every nvfp4 matrix
+	q8ScaleBytes     = 2  // the bf16 scale at the start of every q8 row
+)
 
-// PlaneAlign is the alignment of every plane inside an encoded tensor.
-const PlaneAlign = 64
+// blockBytes is the size of one q4/q5/q6 block: the two bf16 parameters and
+// 32 codes of Bits() bits.
+func (f Format) blockBytes() int64 { return affineParamBytes + int64(4*f.Bits()) }
 
-// Planes returns the planes of a tensor of dtype dt and geometry m stored
-// in f, in storage order. See docs/format.md for the byte layout of each.
-//
-//	raw:   data   [Rows][K]dt                 (source bytes verbatim)
-//	q8:    codes  [Rows][K]int8               scales [Rows]f32
-//	q4:    codes  [Rows][K/2]byte             scales [Rows][K/32]fp16  biases [Rows][K/32]fp16
-//	q5:    codes  [Rows][K*5/8]byte           scales, biases as q4
-//	q6:    codes  [Rows][K*6/8]byte           scales, biases as q4
-//	nvfp4: codes  [Rows][K/2]byte             scales [Rows][K/16]e4m3  global [1]f32
-func (f Format) Planes(dt DType, m Matrix) ([]Plane, error) {
+// RowBytes is the size of one encoded row of K elements of dtype dt.
+func (f Format) RowBytes(dt DType, k int64) (int64, error) {
 	if !dt.Valid() {
-		return nil, fmt.Errorf("%w: %d", ErrUnknownDType, uint8(dt))
+		return 0, fmt.Errorf("%w: %d", ErrUnknownDType, uint8(dt))
 	}
-	if m.Rows < 0 || m.K < 0 {
-		return nil, fmt.Errorf("%w: negative geometry %dx%d", ErrShape, m.Rows, m.K)
+	if k < 0 {
+		return 0, fmt.Errorf("%w: negative K %d", ErrShape, k)
 	}
-	if g := int64(f.GroupSize()); f.Quantized() && f != Q8 && m.K%g != 0 {
-		return nil, fmt.Errorf("%w: %s needs K %% %d == 0, K = %d", ErrDims, f, g, m.K)
-	}
-	type spec struct {
-		name     string
-		rowBytes int64
-		size     int64 // for tensor planes
-	}
-	var specs []spec
 	switch f {
 	case Raw:
-		specs = []spec{{"data", m.K * int64(dt.Size()), 0}}
+		return mulCheck(k, int64(dt.Size()))
 	case Q8:
-		specs = []spec{{"codes", m.K, 0}, {"scales", 4, 0}}
+		return addCheck(k, q8ScaleBytes)
 	case Q4, Q5, Q6:
-		groups := m.K / 32
-		specs = []spec{{"codes", m.K * int64(f.Bits()) / 8, 0}, {"scales", groups * 2, 0}, {"biases", groups * 2, 0}}
+		if k%affineGroup != 0 {
+			return 0, fmt.Errorf("%w: %s needs K %% 32 == 0, K = %d", ErrDims, f.Kind(), k)
+		}
+		return mulCheck(k/affineGroup, f.blockBytes())
 	case NVFP4:
-		specs = []spec{{"codes", m.K / 2, 0}, {"scales", m.K / 16, 0}, {"global", 0, 4}}
-	default:
-		return nil, fmt.Errorf("%w: %d", ErrUnknownFormat, uint8(f))
+		if k%nvfp4Group != 0 {
+			return 0, fmt.Errorf("%w: %s needs K %% 16 == 0, K = %d", ErrDims, f.Kind(), k)
+		}
+		return k/2 + k/nvfp4Group, nil
 	}
-	planes := make([]Plane, len(specs))
-	var off int64
-	for i, s := range specs {
-		size := s.size
-		if s.rowBytes != 0 || s.size == 0 {
-			var err error
-			if size, err = mulCheck(m.Rows, s.rowBytes); err != nil {
-				return nil, err
-			}
-		}
-		if i > 0 {
-			var err error
-			if off, err = AlignUp(off, PlaneAlign); err != nil {
-				return nil, err
-			}
-		}
-		planes[i] = Plane{Name: s.name, Offset: off, Size: size, RowBytes: s.rowBytes}
-		var err error
-		if off, err = addCheck(off, size); err != nil {
-			return nil, err
-		}
-	}
-	return planes, nil
+	return 0, fmt.Errorf("%w: %d", ErrUnknownFormat, uint8(f))
 }
 
-// EncodedSize is the number of bytes a tensor occupies in format f: the end
-// of its last plane.
-func (f Format) EncodedSize(dt DType, m Matrix) (int64, error) {
-	planes, err := f.Planes(dt, m)
+// HeaderBytes is the size of what is stored once per matrix before its
+// rows: nvfp4's f32 matrix scale (4), nothing for the other formats.
+func (f Format) HeaderBytes() int64 {
+	if f == NVFP4 {
+		return nvfp4HeaderBytes
+	}
+	return 0
+}
+
+// Layout is the byte geometry of one encoded tensor: Matrices matrices,
+// each HeaderBytes then MatRows rows of RowBytes.
+type Layout struct {
+	RowBytes, HeaderBytes, MatRows, Matrices int64
+}
+
+// Layout returns the geometry of a tensor of dtype dt and matrix m in f.
+func (f Format) Layout(dt DType, m Matrix) (Layout, error) {
+	if m.Rows < 0 || m.K < 0 {
+		return Layout{}, fmt.Errorf("%w: negative geometry %dx%d", ErrShape, m.Rows, m.K)
+	}
+	rb, err := f.RowBytes(dt, m.K)
+	if err != nil {
+		return Layout{}, err
+	}
+	l := Layout{RowBytes: rb, MatRows: m.Rows, Matrices: 1}
+	if f == NVFP4 {
+		l.HeaderBytes, l.Matrices = nvfp4HeaderBytes, m.Matrices()
+		if m.Rows%l.Matrices != 0 {
+			return Layout{}, fmt.Errorf("%w: %d rows are not %d whole matrices", ErrShape, m.Rows, l.Matrices)
+		}
+		l.MatRows = m.Rows / l.Matrices
+	}
+	if _, err := l.size(); err != nil {
+		return Layout{}, err
+	}
+	return l, nil
+}
+
+// size is the encoded size (overflow-checked).
+func (l Layout) size() (int64, error) {
+	body, err := mulCheck(l.MatRows, l.RowBytes)
 	if err != nil {
 		return 0, err
 	}
-	last := planes[len(planes)-1]
-	return last.Offset + last.Size, nil
+	if body, err = addCheck(body, l.HeaderBytes); err != nil {
+		return 0, err
+	}
+	return mulCheck(body, l.Matrices)
+}
+
+// Size is the encoded size of the whole tensor.
+func (l Layout) Size() int64 { s, _ := l.size(); return s }
+
+// RowOffset is where row r's bytes start.
+func (l Layout) RowOffset(r int64) int64 {
+	if l.MatRows == 0 {
+		return 0
+	}
+	mat := l.HeaderBytes + l.MatRows*l.RowBytes
+	return r/l.MatRows*mat + l.HeaderBytes + r%l.MatRows*l.RowBytes
+}
+
+// Span is the byte range [start, end) that rows [r0, r0+n) occupy,
+// including the header of every matrix that starts at one of those rows, so
+// consecutive row ranges have consecutive spans that tile the tensor.
+func (l Layout) Span(r0, n int64) (start, end int64) {
+	start = l.RowOffset(r0)
+	if l.MatRows > 0 && r0%l.MatRows == 0 {
+		start -= l.HeaderBytes
+	}
+	if n == 0 {
+		return start, start
+	}
+	return start, l.RowOffset(r0+n-1) + l.RowBytes
+}
+
+// EncodedSize is the number of bytes a tensor occupies in format f.
+func (f Format) EncodedSize(dt DType, m Matrix) (int64, error) {
+	l, err := f.Layout(dt, m)
+	if err != nil {
+		return 0, err
+	}
+	return l.Size(), nil
 }
 
 // AlignUp rounds v up to a multiple of a (a power of two), refusing overflow.

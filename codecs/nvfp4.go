@@ -5,13 +5,17 @@ import (
 	"math"
 )
 
-// nvfp4: E2M1 codes in 16-element blocks, one E4M3 block scale per block and
-// one float32 global scale per tensor (ModelOpt's weight_scale_2):
+// nvfp4_block: every matrix (each expert of a 3-D stack) starts with its
+// float32 scale g; then every row is [K/2 bytes of E2M1 codes, element 2j in
+// the low nibble of byte j][K/16 E4M3 block scales]. An element decodes as
+// float32(float32(e2m1·s)·g) with s its block's scale.
 //
-//	scale_2 = amax(tensor) / (6·448)          (1 when that is 0 or not finite)
-//	s       = E4M3(amax(block) / (6·scale_2)) (RNE, saturating at 448)
-//	code    = E2M1(x / (s·scale_2))           (nearest, ties to the even code, saturating at 6)
-//	dec     = float32(float32(e2m1·s)·scale_2)
+// The searching encoder sets g from the matrix's amax as ModelOpt's
+// weight_scale_2 does, so block scales use E4M3's whole normal range:
+//
+//	g    = amax(matrix) / (6·448)      (1 when that is 0 or not finite)
+//	s    = E4M3(amax(block) / (6·g))   (RNE, saturating at 448)
+//	code = E2M1(x / (s·g))             (nearest, ties to the even code, saturating at 6)
 //
 // The encoder improves on plain ModelOpt by also trying the two E4M3 codes
 // next to s for every block and keeping the one with the smallest squared
@@ -151,54 +155,92 @@ func nvfp4Block(x *[16]float32, scale2 float32, codes *[16]uint8) uint8 {
 	return sc
 }
 
-// encodeNVFP4 encodes n rows.
-func encodeNVFP4(e *Encoder, codes, scales, src []byte, r0, n int64) (Stats, error) {
-	k := e.m.K
-	if i := firstNonFinite(e.dt, src); i >= 0 {
-		return Stats{}, nonFiniteAt(r0, k, int64(i))
+// nvfp4MatrixScale reads the f32 scale at the start of a matrix.
+func nvfp4MatrixScale(b []byte) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b))
+}
+
+// encodeNVFP4Row encodes one row of finite values x of a matrix whose
+// stored scale is g into row.
+func encodeNVFP4Row(method Method, g float32, row []byte, x []float32, st *Stats) {
+	k := len(x)
+	codes, scales := row[:k/2], row[k/2:k/2+k/16]
+	if method == MinMax {
+		for b := 0; b < k/16; b++ {
+			minmaxNVFP4Block((*[16]float32)(x[b*16:]), codes[b*8:b*8+8], &scales[b])
+		}
+		nvfp4RowStats(row, x, g, st)
+		return
 	}
-	var st Stats
-	var b0 int64
+	var b0 int
 	if nvfp4Fast != nil {
-		b0 = nvfp4Fast(e, codes, scales, src, n*k/16, &st)
+		b0 = nvfp4Fast(g, codes, scales, x, st)
 	}
-	for b := b0; b < n*k/16; b++ {
-		nvfp4EncodeBlock(e, codes, scales, src, b, &st)
+	for b := b0; b < k/16; b++ {
+		var c [16]uint8
+		blk := (*[16]float32)(x[b*16:])
+		sc := nvfp4Block(blk, g, &c)
+		scales[b] = sc
+		for j := 0; j < 16; j += 2 {
+			codes[b*8+j/2] = c[j] | c[j+1]<<4
+		}
+		s8 := E4M3ToFloat32(sc)
+		for j, v := range blk {
+			st.add(float32(e2m1Values[c[j]]*s8)*g, v)
+		}
 	}
-	return st, nil
 }
 
-// nvfp4EncodeBlock encodes block b of a run of finite rows and adds its
-// statistics to st.
-func nvfp4EncodeBlock(e *Encoder, codes, scales, src []byte, b int64, st *Stats) {
-	es := int64(e.dt.Size())
-	var x [16]float32
-	var c [16]uint8
-	toFloat32(e.dt, src[b*16*es:], x[:])
-	sc := nvfp4Block(&x, e.scale2, &c)
-	scales[b] = sc
+// nvfp4RowStats adds the error of an encoded row against x.
+func nvfp4RowStats(row []byte, x []float32, g float32, st *Stats) {
+	dec := make([]float32, len(x))
+	decodeNVFP4Row(g, row, dec)
+	for i, v := range x {
+		st.add(dec[i], v)
+	}
+}
+
+// minmaxNVFP4Block is the engine's block encoder (matrix scale 1): block
+// scale E4M3(amax/6), codes E2M1(x/s) with the engine's E2M1 rounding,
+// which keeps the sign of small negative values (code 8, −0).
+func minmaxNVFP4Block(x *[16]float32, codes []byte, scale *uint8) {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	var sf float32
+	if !(amax < 1e-12) {
+		sf = amax / 6
+	}
+	*scale = Float32ToE4M3(sf)
+	s := E4M3ToFloat32(*scale)
 	for j := 0; j < 16; j += 2 {
-		codes[b*8+int64(j/2)] = c[j] | c[j+1]<<4
-	}
-	s8 := E4M3ToFloat32(sc)
-	for j, v := range x {
-		st.add(float32(e2m1Values[c[j]]*s8)*e.scale2, v)
+		var lo, hi uint8
+		if s != 0 {
+			lo, hi = e2m1Signed(x[j]/s), e2m1Signed(x[j+1]/s)
+		}
+		codes[j/2] = lo | hi<<4
 	}
 }
 
-// decodeNVFP4 decodes rows [r0, r0+n) of a whole encoded nvfp4 tensor.
-func decodeNVFP4(planes []Plane, k int64, enc []byte, r0, n int64, dst []float32) {
-	codes := enc[planes[0].Offset:]
-	scales := enc[planes[1].Offset:]
-	scale2 := math.Float32frombits(binary.LittleEndian.Uint32(enc[planes[2].Offset:]))
-	b0 := r0 * k / 16
-	for b := range n * k / 16 {
-		s8 := E4M3ToFloat32(scales[b0+b])
+// e2m1Signed is E2M1 rounding that keeps the sign bit of every negative
+// value, zero included (the engine's e2m1_from_f32).
+func e2m1Signed(v float32) uint8 {
+	a := math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+	return e2m1Index(a) | uint8(math.Float32bits(v)>>31)<<3
+}
+
+// decodeNVFP4Row decodes one encoded row of a matrix with scale g.
+func decodeNVFP4Row(g float32, row []byte, dst []float32) {
+	k := len(dst)
+	codes, scales := row[:k/2], row[k/2:]
+	for b := 0; b < k/16; b++ {
+		s8 := E4M3ToFloat32(scales[b])
 		out := dst[b*16 : b*16+16]
 		for j := range 8 {
-			c := codes[(b0+b)*8+int64(j)]
-			out[2*j] = float32(float32(e2m1Values[c&15]*s8) * scale2)
-			out[2*j+1] = float32(float32(e2m1Values[c>>4]*s8) * scale2)
+			c := codes[b*8+j]
+			out[2*j] = float32(float32(e2m1Values[c&15]*s8) * g)
+			out[2*j+1] = float32(float32(e2m1Values[c>>4]*s8) * g)
 		}
 	}
 }

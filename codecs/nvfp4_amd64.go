@@ -2,6 +2,8 @@
 
 package codecs
 
+//go:generate go run ./internal/asmgen -dir .
+
 import (
 	"unsafe"
 
@@ -31,15 +33,9 @@ type nvfp4Buf struct {
 }
 
 //go:noescape
-func nvfp4KernelBF16(p *nvfp4Params, src, codes, scales *byte, buf *nvfp4Buf, st *Stats) uint64
-
-//go:noescape
-func nvfp4KernelF16(p *nvfp4Params, src, codes, scales *byte, buf *nvfp4Buf, st *Stats) uint64
-
-//go:noescape
 func nvfp4KernelF32(p *nvfp4Params, src, codes, scales *byte, buf *nvfp4Buf, st *Stats) uint64
 
-// hasAVX512 is the feature set of the nvfp4, q8 and scan kernels.
+// hasAVX512 is the feature set of the nvfp4 and scan kernels.
 var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL
 
 func init() {
@@ -48,33 +44,29 @@ func init() {
 	}
 }
 
-// nvfp4AVX512 encodes the first blocks/16·16 blocks of a run of rows and
-// adds their statistics to st in block order.
-func nvfp4AVX512(e *Encoder, codes, scales, src []byte, blocks int64, st *Stats) int64 {
-	kernel := nvfp4KernelBF16
-	switch e.dt {
-	case F16:
-		kernel = nvfp4KernelF16
-	case F32:
-		kernel = nvfp4KernelF32
+// nvfp4AVX512 encodes the first len(x)/256·16 blocks of one row of finite
+// float32 values (the float32 kernel: the caller has converted the source)
+// and adds their statistics to st in block order.
+func nvfp4AVX512(g float32, codes, scales []byte, x []float32, st *Stats) int {
+	nb := len(x) / 256
+	if nb == 0 {
+		return 0
 	}
-	p := nvfp4Params{scale2: e.scale2, div6: float32(6 * e.scale2)}
+	p := nvfp4Params{scale2: g, div6: float32(6 * g)}
 	raw := make([]byte, unsafe.Sizeof(nvfp4Buf{})+64)
 	off := (64 - uintptr(unsafe.Pointer(&raw[0]))%64) % 64
 	buf := (*nvfp4Buf)(unsafe.Pointer(&raw[off]))
-	es := int64(e.dt.Size())
-	nb := blocks / 16
+	src := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
 	for b := range nb {
 		b0 := 16 * b
-		if kernel(&p, &src[b0*16*es], &codes[b0*8], &scales[b0], buf, st) == 0 {
+		if nvfp4KernelF32(&p, &src[b0*64], &codes[b0*8], &scales[b0], buf, st) == 0 {
 			st.N += 256
 			continue
 		}
 		// A lane needs the reference (its inverse scale overflows, which
-		// takes a tensor amax below ~2^-100): redo the batch, st untouched.
-		for l := range int64(16) {
-			nvfp4EncodeBlock(e, codes, scales, src, b0+l, st)
-		}
+		// takes a matrix amax below ~2^-100; the kernel left st alone):
+		// the caller redoes the batch and the rest.
+		return b0
 	}
 	return nb * 16
 }

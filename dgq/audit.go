@@ -27,6 +27,9 @@ type AuditReport struct {
 // AuditOptions configures Audit.
 type AuditOptions struct {
 	Workers  int // hashing goroutines; 0 = GOMAXPROCS
+	// Deep also decodes every tensor and reports any that holds a NaN or an
+	// infinity: a check of the content for packs without digests.
+	Deep     bool
 	Progress Progress
 	// Layered assembles the canonical view of a layered pack (the overlay
 	// package provides it). It returns the view (nil when it cannot be built),
@@ -44,14 +47,22 @@ func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, er
 		return ReportOf([]Finding{{Kind: KindManifest, Message: err.Error()}}), nil
 	}
 	var findings []Finding
-	blobSize, blob, release, err := mapBlob(dir, m, !m.Layered())
+	blobSize, blob, release, err := mapBlob(dir, m, true)
 	if err != nil {
 		findings = append(findings, Finding{Kind: KindBlob, Message: err.Error()})
 	}
 	defer release()
+	if blob != nil && m.Layered() {
+		findings = append(findings, checkPadding(blob, localRegions(m, int64(len(blob))), "local blob")...)
+	} else if blob != nil {
+		findings = append(findings, checkPadding(blob, canonicalRegions(m, int64(len(blob))), "blob")...)
+	}
 	structural := Validate(m, blobSize)
 	findings = append(findings, structural...)
 	findings = append(findings, CheckFiles(dir, m)...)
+	if n := m.Undigested(); n > 0 {
+		findings = append(findings, Finding{Kind: KindNoDigests, Message: fmt.Sprintf("no digests: content not verifiable (%d of %d tensors carry none; the engine writes none); dgq audit --deep decodes every tensor and checks it is finite", n, len(m.Tensors))})
+	}
 	if m.Layered() {
 		if len(structural) > 0 || blobSize < 0 {
 			return ReportOf(findings), nil // a structurally broken layered pack cannot be assembled
@@ -62,21 +73,32 @@ func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, er
 		view, release, lf := opts.Layered(ctx, dir, m)
 		findings = append(findings, lf...)
 		if view != nil {
-			df, err := AuditDigests(ctx, m, view, opts)
+			cf, err := auditContent(ctx, m, view, opts)
 			release()
 			if err != nil {
 				return nil, err
 			}
-			findings = append(findings, df...)
+			findings = append(findings, cf...)
 		}
 	} else if blob != nil {
-		df, err := AuditDigests(ctx, m, blob, opts)
+		cf, err := auditContent(ctx, m, blob, opts)
 		if err != nil {
 			return nil, err
 		}
-		findings = append(findings, df...)
+		findings = append(findings, cf...)
 	}
 	return ReportOf(findings), nil
+}
+
+// auditContent checks the canonical view's bytes: digests, and with Deep
+// every tensor's decoded values.
+func auditContent(ctx context.Context, m *Manifest, view []byte, opts AuditOptions) ([]Finding, error) {
+	out, err := AuditDigests(ctx, m, view, opts)
+	if err != nil || !opts.Deep {
+		return out, err
+	}
+	df, err := AuditDecode(ctx, m, view, opts.Workers)
+	return append(out, df...), err
 }
 
 // mapBlob opens the pack's own blob file and returns its size (-1 when it
@@ -104,12 +126,16 @@ func mapBlob(dir string, m *Manifest, mapIt bool) (int64, []byte, func(), error)
 	return st.Size(), blob, func() { unmapFile(blob) }, nil
 }
 
-// ReportOf builds a report from findings (OK when there are none).
+// ReportOf builds a report from findings (OK when there are none but notes).
 func ReportOf(findings []Finding) *AuditReport {
 	if findings == nil {
 		findings = []Finding{}
 	}
-	return &AuditReport{OK: len(findings) == 0, Findings: findings}
+	ok := true
+	for _, f := range findings {
+		ok = ok && f.Note()
+	}
+	return &AuditReport{OK: ok, Findings: findings}
 }
 
 // AuditDigests hashes every tensor of the canonical address space blob
@@ -195,7 +221,7 @@ func hashRegion(b []byte) string {
 // auditSideFiles checks that every copied file is present and unaltered.
 func auditSideFiles(dir string, m *Manifest) []Finding {
 	var out []Finding
-	for _, sf := range m.Files {
+	for _, sf := range m.SideFiles() {
 		if sf.Name != filepath.Base(sf.Name) {
 			continue // reported by Validate
 		}
@@ -238,7 +264,7 @@ func orphanFiles(dir string, m *Manifest) []Finding {
 		return nil
 	}
 	known := map[string]bool{ManifestName: true, filepath.Base(m.Blob): true}
-	for _, f := range m.Files {
+	for _, f := range m.SideFiles() {
 		known[f.Name] = true
 	}
 	var out []Finding

@@ -8,6 +8,8 @@ var (
 	ErrExists = errors.New("dgq: output exists")
 	// ErrManifest: the manifest is missing, unreadable or not a dgq manifest.
 	ErrManifest = errors.New("dgq: invalid manifest")
+	// ErrLegacyFormat: the manifest is one of dgq's earlier planar format.
+	ErrLegacyFormat = errors.New("dgq: unsupported earlier dgq pack format")
 	// ErrVersion: the manifest's format version is not one this build knows.
 	ErrVersion = errors.New("dgq: unsupported format version")
 	// ErrInvalid: the pack breaks a rule of the format (see Finding).

@@ -67,8 +67,9 @@ type TensorStats struct {
 // each entry's bytes go (skip: the bytes are only checked and hashed, as for
 // the raw tensors an overlay pack references instead of copying).
 type executor struct {
-	blob     blobFile
+	blob     io.WriterAt
 	workers  int
+	method   codecs.Method
 	progress Progress
 	place    func(e layout.Entry) (off int64, skip bool)
 }
@@ -162,17 +163,19 @@ func (x *executor) writeRaw(ctx context.Context, e layout.Entry, src []byte, off
 }
 
 type chunkResult struct {
-	idx    int
-	r0, n  int64
-	planes [][]byte
-	stats  codecs.Stats
-	err    error
+	idx   int
+	r0, n int64
+	bytes []byte // the encoded span of rows r0..r0+n
+	stats codecs.Stats
+	err   error
 }
 
-// writeEncoded encodes a tensor in row chunks on all workers. Chunks are
-// committed in row order: the first plane is written (positional write) and
-// hashed as it completes; the later, small planes are collected and written
-// after it, so the digest covers the tensor's bytes front to back.
+// writeEncoded encodes a tensor in row chunks on all workers and commits
+// the chunks in row order: each chunk's span (its rows, and the header of
+// every matrix starting among them) is written with a positional write and
+// hashed, so the digest covers the tensor front to back. An encoder that
+// needs each matrix's max |x| gets one matrix per chunk, scanned and encoded
+// by the same worker, so no pass over the whole tensor holds it resident.
 func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte, off int64, release func(pos, n int64)) (string, codecs.Stats, error) {
 	m, err := codecs.FlattenShape(e.Shape)
 	if err != nil {
@@ -182,42 +185,24 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte,
 	if int64(len(src)) != m.Rows*rowBytes {
 		return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: source holds %d bytes, shape %v needs %d", ErrSource, e.Name, len(src), e.Shape, m.Rows*rowBytes)
 	}
-	enc, err := codecs.NewEncoder(e.Format, e.DType, m)
+	enc, err := codecs.NewEncoder(e.Format, e.DType, m, x.method)
 	if err != nil {
 		return "", codecs.Stats{}, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
 	}
+	l := enc.Layout()
 	rowsPer := max(1, chunkElements/max(m.K, 1))
-	nChunks := int((m.Rows + rowsPer - 1) / rowsPer)
 	if enc.NeedsScan() {
-		amax, err := x.scan(ctx, enc, src, rowBytes, rowsPer, nChunks)
-		if err != nil {
-			return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
-		}
-		enc.SetAmax(amax)
-		release(0, int64(len(src)))
+		rowsPer = l.MatRows
 	}
-	planes := enc.Planes()
-	tail := make([][]byte, len(planes)) // planes after the first, collected in memory
-	for i := 1; i < len(planes); i++ {
-		if planes[i].RowBytes > 0 {
-			tail[i] = make([]byte, planes[i].Size)
-		} else {
-			tail[i] = enc.TensorPlane(i)
-		}
-	}
+	nChunks := int((m.Rows + rowsPer - 1) / rowsPer)
 	h := blake3.New()
 	var total codecs.Stats
 	commit := func(r chunkResult) error {
-		p0 := planes[0]
-		if _, err := x.blob.WriteAt(r.planes[0], off+p0.Offset+r.r0*p0.RowBytes); err != nil {
+		start, _ := l.Span(r.r0, r.n)
+		if _, err := x.blob.WriteAt(r.bytes, off+start); err != nil {
 			return fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
 		}
-		h.Write(r.planes[0])
-		for i := 1; i < len(planes); i++ {
-			if planes[i].RowBytes > 0 {
-				copy(tail[i][r.r0*planes[i].RowBytes:], r.planes[i])
-			}
-		}
+		h.Write(r.bytes)
 		total.Merge(r.stats)
 		release(r.r0*rowBytes, r.n*rowBytes)
 		x.progress.Add(r.n * rowBytes)
@@ -226,58 +211,30 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte,
 	encodeChunk := func(idx int) chunkResult {
 		r0 := int64(idx) * rowsPer
 		n := min(rowsPer, m.Rows-r0)
-		out := make([][]byte, len(planes))
-		for i, p := range planes {
-			if p.RowBytes > 0 {
-				out[i] = make([]byte, n*p.RowBytes)
-			}
-		}
+		start, end := l.Span(r0, n)
+		out := make([]byte, end-start)
+		rows := src[r0*rowBytes : (r0+n)*rowBytes]
 		var st codecs.Stats
 		err := guardFault("tensor "+e.Name, func() (err error) {
-			st, err = enc.EncodeRows(out, src[r0*rowBytes:(r0+n)*rowBytes], r0, n)
+			if enc.NeedsScan() {
+				amax, err := enc.ScanRows(rows)
+				if err != nil {
+					return err
+				}
+				enc.SetAmax(r0/l.MatRows, amax)
+			}
+			st, err = enc.EncodeRows(out, rows, r0, n)
 			return err
 		})
-		return chunkResult{idx: idx, r0: r0, n: n, planes: out, stats: st, err: err}
+		return chunkResult{idx: idx, r0: r0, n: n, bytes: out, stats: st, err: err}
 	}
 	if err := x.ordered(ctx, nChunks, encodeChunk, commit); err != nil {
-		if errors.Is(err, codecs.ErrNonFinite) {
+		if errors.Is(err, codecs.ErrNonFinite) || errors.Is(err, codecs.ErrRange) {
 			return "", total, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
 		}
 		return "", total, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
 	}
-	end := planes[0].Size
-	for i := 1; i < len(planes); i++ {
-		if pad := planes[i].Offset - end; pad > 0 {
-			h.Write(make([]byte, pad))
-		}
-		if _, err := x.blob.WriteAt(tail[i], off+planes[i].Offset); err != nil {
-			return "", total, fmt.Errorf("dgq: write tensor %s: %w", e.Name, err)
-		}
-		h.Write(tail[i])
-		end = planes[i].Offset + planes[i].Size
-	}
 	return hex.EncodeToString(h.Sum(nil)), total, nil
-}
-
-// scan computes the tensor's max |x| over all chunks in parallel.
-func (x *executor) scan(ctx context.Context, enc *codecs.Encoder, src []byte, rowBytes, rowsPer int64, nChunks int) (float32, error) {
-	var amax float32
-	rows := int64(len(src)) / max(rowBytes, 1)
-	work := func(idx int) chunkResult {
-		r0 := int64(idx) * rowsPer
-		n := min(rowsPer, rows-r0)
-		var a float32
-		err := guardFault("a source tensor", func() (err error) {
-			a, err = enc.ScanRows(src[r0*rowBytes : (r0+n)*rowBytes])
-			return err
-		})
-		return chunkResult{idx: idx, stats: codecs.Stats{MaxAbsErr: float64(a)}, err: err}
-	}
-	err := x.ordered(ctx, nChunks, work, func(r chunkResult) error {
-		amax = max(amax, float32(r.stats.MaxAbsErr))
-		return nil
-	})
-	return amax, err
 }
 
 // ordered runs work(0..n-1) on the workers and hands the results to commit

@@ -39,7 +39,14 @@ const (
 	KindBlob        = "blob"         // blob missing or of the wrong size
 	KindFile        = "file"         // copied side file missing or altered
 	KindStale       = "stale"        // a pinned external file is missing or differs (message has the fix)
+	KindPadding     = "padding"      // a byte between tensors is not zero
+	KindNonFinite   = "non_finite"   // (audit --deep) a tensor decodes to NaN or infinity
+	KindNoDigests   = "no_digests"   // a note, not an error: tensors without digests cannot be verified
 )
+
+// Note reports whether the finding is informational: it does not make a
+// pack invalid (audit stays OK).
+func (f Finding) Note() bool { return f.Kind == KindNoDigests }
 
 // InvalidError carries every finding of a pack that failed validation.
 type InvalidError struct {

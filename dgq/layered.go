@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/layout"
 )
 
@@ -16,6 +15,7 @@ import (
 // as in the canonical blob, so a loader maps it without copying.
 type LocalLayout struct {
 	Offsets     map[string]int64 // local offset of every stored tensor
+	HasTail     bool             // whether the local blob holds the expert tail
 	ExpertSplit int64
 	Size        int64
 }
@@ -50,6 +50,7 @@ func PlanLocal(entries []layout.Entry, canonicalSplit int64, stored func(layout.
 		l.Size = end
 		return l, nil
 	}
+	l.HasTail = true
 	for _, e := range entries {
 		if e.Class != layout.Experts {
 			continue
@@ -67,8 +68,8 @@ func PlanLocal(entries []layout.Entry, canonicalSplit int64, stored func(layout.
 // shard that holds them, everything else goes to the local blob.
 type overlayEmitter struct {
 	local *LocalLayout
-	files []ExternalFile
-	ids   map[string]string // shard name → external file id
+	files []ExternalFile // keyed by shard name, as the engine keys them
+	base  BaseModel
 }
 
 func newOverlayEmitter(plan *layout.Plan, inv *inventory) (*overlayEmitter, error) {
@@ -80,7 +81,7 @@ func newOverlayEmitter(plan *layout.Plan, inv *inventory) (*overlayEmitter, erro
 	if err != nil {
 		return nil, err
 	}
-	em := &overlayEmitter{local: local, ids: map[string]string{}}
+	em := &overlayEmitter{local: local, base: BaseModel{Repo: inv.source.Repo, Revision: inv.source.Revision}}
 	var shards []string
 	seen := map[string]bool{}
 	for _, e := range plan.Entries {
@@ -92,14 +93,12 @@ func newOverlayEmitter(plan *layout.Plan, inv *inventory) (*overlayEmitter, erro
 		}
 	}
 	sort.Strings(shards)
-	for i, name := range shards {
-		digest, size, err := hfcache.FileHeaderDigest(filepath.Join(inv.snap.Dir, name))
+	for _, name := range shards {
+		pin, err := PinShard(inv.snap.Dir, name)
 		if err != nil {
 			return nil, err
 		}
-		id := fmt.Sprintf("hf%d", i)
-		em.ids[name] = id
-		em.files = append(em.files, ExternalFile{ID: id, Role: RoleHF, Repo: inv.source.Repo, Revision: inv.source.Revision, Path: filepath.ToSlash(name), Size: size, HeaderSHA256: digest})
+		em.files = append(em.files, pin)
 	}
 	return em, nil
 }
@@ -119,9 +118,22 @@ func (em *overlayEmitter) annotate(m *Manifest, inv *inventory) {
 			continue
 		}
 		ref := inv.refs[t.Name]
-		t.Source = &Source{Kind: SourceExternal, File: em.ids[ref.Shard.Name], Offset: ref.Offset}
+		t.Source = &Source{Kind: SourceExternal, File: filepath.ToSlash(ref.Shard.Name), Offset: ref.Offset}
 	}
 	m.ExternalFiles = em.files
-	split, size := em.local.ExpertSplit, em.local.Size
-	m.LocalExpertSplit, m.LocalBlobSize = &split, &size
+	base := em.base
+	m.BaseModel = &base
+	em.local.Annotate(m)
+}
+
+// Annotate records the local blob's size and, when it holds the expert
+// tail, where that starts (m must have a dgq object).
+func (l *LocalLayout) Annotate(m *Manifest) {
+	size := l.Size
+	m.DGQ.LocalBlobSize = &size
+	m.LocalExpertSplit = nil
+	if l.HasTail {
+		split := l.ExpertSplit
+		m.LocalExpertSplit = &split
+	}
 }

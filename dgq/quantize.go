@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +28,7 @@ type QuantizeOptions struct {
 	ReportPath string   // write a per-tensor error report (JSON) here
 	Force      bool     // replace an existing pack at Out
 	Overlay    bool     // write a layered pack: raw tensors reference the source shards
+	Encoder    codecs.Method // Search (default) or MinMax (the engine's own encoders, byte for byte)
 	Workers    int      // encoding goroutines; 0 = GOMAXPROCS
 	Progress   Progress
 }
@@ -68,6 +71,11 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 			return nil, err
 		}
 	}
+	if opts.ReportPath != "" {
+		if err := CheckReportPath(opts.ReportPath, inv.source.Path, opts.Out); err != nil {
+			return nil, err
+		}
+	}
 	plan, err := layout.MakePlan(policy, inv.tensors)
 	if err != nil {
 		return nil, err
@@ -98,10 +106,16 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 	return res, nil
 }
 
+// sourceInfo is where a snapshot lies: its folder, and its repository and
+// revision when it lies in a Hugging Face cache.
+type sourceInfo struct {
+	Path, Repo, Revision string
+}
+
 // inventory is what the snapshot holds: every tensor's header entry and the
 // parsed config, with no weight bytes read.
 type inventory struct {
-	source  SourceInfo // the resolved snapshot folder, and repo/revision when it lies in a cache
+	source  sourceInfo // the resolved snapshot folder, and repo/revision when it lies in a cache
 	snap    *hfcache.Snapshot
 	config  *layout.Config
 	refs    map[string]hfcache.TensorRef
@@ -122,7 +136,7 @@ func takeInventory(source string) (*inventory, error) {
 		return nil, err
 	}
 	inv := &inventory{snap: snap, refs: make(map[string]hfcache.TensorRef)}
-	inv.source = SourceInfo{Path: res.Dir, Repo: res.Repo, Revision: res.Revision}
+	inv.source = sourceInfo{Path: res.Dir, Repo: res.Repo, Revision: res.Revision}
 	if abs, err := filepath.Abs(res.Dir); err == nil {
 		inv.source.Path = abs
 	}
@@ -175,34 +189,21 @@ func within(p, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// writePack executes the plan into a staging directory and publishes it.
+// writePack executes the plan through a PackWriter and publishes the pack.
 // em, when not nil, makes the pack layered.
 func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory, em *overlayEmitter) (*Manifest, []TensorStats, error) {
-	st, err := NewStaging(opts.Out, opts.Force)
-	if err != nil {
-		return nil, nil, err
-	}
-	published := false
-	defer func() {
-		if !published {
-			st.Abort()
-		}
-	}()
 	blobSize := plan.BlobSize
 	if em != nil {
 		blobSize = em.local.Size
 	}
-	blob, err := createBlob(st.Path(BlobName))
+	w, err := NewPackWriter(opts.Out, opts.Force, blobSize)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dgq: %w", err)
+		return nil, nil, err
 	}
-	defer blob.Close()
-	if err := blob.Truncate(blobSize); err != nil {
-		return nil, nil, fmt.Errorf("dgq: size blob: %w", err)
-	}
+	defer w.Abort()
 	prog := ProgressOrNop(opts.Progress)
 	prog.Start("quantize", inv.bytes)
-	x := &executor{blob: blob, workers: opts.Workers, progress: prog}
+	x := &executor{blob: w, workers: opts.Workers, method: opts.Encoder, progress: prog}
 	if em != nil {
 		x.place = em.place
 	}
@@ -211,54 +212,105 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := blob.Sync(); err != nil {
-		return nil, nil, fmt.Errorf("dgq: sync blob: %w", err)
-	}
-	if err := blob.Close(); err != nil {
-		return nil, nil, fmt.Errorf("dgq: close blob: %w", err)
-	}
-	files, err := copySideFiles(st, inv.snap)
+	files, err := copySideFiles(w.Staging(), inv.snap)
 	if err != nil {
 		return nil, nil, err
 	}
-	m := newManifest(plan, tensors, files, inv.source)
+	m := newManifest(plan, tensors, files, inv.source, opts.Encoder)
 	if em != nil {
 		em.annotate(m, inv)
 	}
-	data, err := m.Marshal()
-	if err != nil {
-		return nil, nil, err
-	}
+	m.SetVersion()
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	if err := st.WriteFile(ManifestName, data); err != nil {
+	if err := w.Publish(m); err != nil {
 		return nil, nil, err
 	}
-	if err := st.Publish(); err != nil {
-		return nil, nil, err
-	}
-	published = true
 	return m, stats, nil
 }
 
-func newManifest(plan *layout.Plan, tensors []Tensor, files []File, source SourceInfo) *Manifest {
+// newManifest describes a self-contained pack of the plan; the overlay
+// emitter adds the sources of a layered one, and SetVersion sets the version.
+func newManifest(plan *layout.Plan, tensors []Tensor, files []File, source sourceInfo, method codecs.Method) *Manifest {
 	m := &Manifest{
-		FormatVersion: FormatVersion,
-		Generator:     "dgq " + Version,
-		Profile:       string(plan.Profile),
-		Overrides:     plan.Overrides,
+		Profile:       plan.Profile.EngineProfile(),
+		SourceModel:   source.Path,
 		Blob:          BlobName,
-		BlobSize:      plan.BlobSize,
-		ExpertSplit:   plan.ExpertSplit,
+		CustomClasses: layout.Policy{Profile: plan.Profile, Overrides: plan.Overrides}.CustomClasses(),
 		Tensors:       tensors,
-		Files:         files,
+		DGQ: &Extension{
+			Generator: "dgq " + Version,
+			Profile:   string(plan.Profile),
+			Overrides: plan.Overrides,
+			Encoder:   method,
+			BlobSize:  plan.BlobSize,
+			Files:     files,
+			DGQOnly:   plan.EngineIncompatibility(),
+		},
 	}
-	m.Source = &source
-	for _, t := range tensors {
-		if t.Format == codecs.NVFP4 {
-			m.FormatVersion = FormatVersionNVFP4
-		}
+	if plan.HasExperts {
+		split := plan.ExpertSplit
+		m.ExpertSplit = &split
+	}
+	if source.Repo != "" {
+		m.DGQ.Source = &BaseModel{Repo: source.Repo, Revision: source.Revision}
 	}
 	return m
+}
+
+// SetVersion sets the version by the engine's writer rule: custom_classes →
+// 4, else sources → 3, else an nvfp4 tensor or an nvfp4 profile → 2, else 1;
+// a pack the engine cannot run (dgq.dgq_only) gets VersionDGQOnly.
+func (m *Manifest) SetVersion() {
+	switch {
+	case m.DGQ != nil && m.DGQ.DGQOnly != "":
+		m.Version = VersionDGQOnly
+	case len(m.CustomClasses) > 0:
+		m.Version = VersionCustom
+	case m.Layered():
+		m.Version = VersionLayered
+	case m.Profile == "nvfp4" || m.Profile == "nvfp4_experts" || slices.ContainsFunc(m.Tensors, func(t Tensor) bool { return t.Format == codecs.NVFP4 }):
+		m.Version = VersionNVFP4
+	default:
+		m.Version = VersionAffine
+	}
+}
+
+// CheckReportPath refuses a --report path that could destroy data or that
+// cannot be written, before any work: inside the source snapshot (it could
+// replace a shard), inside the output (it could replace a file of the new
+// pack), inside a Hugging Face cache (it could replace a snapshot link or
+// blob), an existing directory, or a directory dgq cannot create a file in.
+func CheckReportPath(report, source, out string) error {
+	abs, err := filepath.Abs(report)
+	if err != nil {
+		return fmt.Errorf("dgq: --report %s: %w", report, err)
+	}
+	real := abs
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		real = filepath.Join(r, filepath.Base(abs))
+	}
+	for _, dir := range []string{source, out} {
+		if dir == "" {
+			continue
+		}
+		d, _ := filepath.Abs(dir)
+		if r, err := filepath.EvalSymlinks(d); err == nil && (within(real, r) || within(abs, r)) || within(abs, d) {
+			return fmt.Errorf("%w: --report %s lies inside %s, whose files it could replace; write the report elsewhere", ErrUsage, report, dir)
+		}
+	}
+	if hfcache.IsInCache(abs) || hfcache.IsInCache(real) {
+		return fmt.Errorf("%w: --report %s lies inside the Hugging Face cache; dgq never writes there, write the report elsewhere", ErrUsage, report)
+	}
+	if st, err := os.Stat(abs); err == nil && st.IsDir() {
+		return fmt.Errorf("%w: --report %s is a directory; give a file path", ErrUsage, report)
+	}
+	f, err := os.CreateTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".probe-")
+	if err != nil {
+		return fmt.Errorf("%w: --report %s cannot be written: %v", ErrUsage, report, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }

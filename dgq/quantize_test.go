@@ -53,12 +53,10 @@ func TestQuantizeEveryProfileAuditsClean(t *testing.T) {
 				for _, tn := range p.Manifest.Tensors {
 					hasNVFP4 = hasNVFP4 || tn.Format == codecs.NVFP4
 				}
-				wantVersion := FormatVersion
-				if hasNVFP4 {
-					wantVersion = FormatVersionNVFP4
-				}
-				if p.Manifest.FormatVersion != wantVersion {
-					t.Errorf("format_version %d, want %d", p.Manifest.FormatVersion, wantVersion)
+				wantVersion := map[string]int{"bf16": VersionDGQOnly, "q4": VersionAffine, "q5": VersionDGQOnly,
+					"q6": VersionAffine, "nvfp4": VersionNVFP4, "nvfp4x": VersionCustom}[profile]
+				if p.Manifest.Version != wantVersion {
+					t.Errorf("version %d, want %d (nvfp4 present: %v)", p.Manifest.Version, wantVersion, hasNVFP4)
 				}
 				if len(p.Manifest.Tensors) != len(res.Plan.Entries) {
 					t.Errorf("%d tensors written, plan has %d", len(p.Manifest.Tensors), len(res.Plan.Entries))
@@ -133,7 +131,7 @@ func TestQuantizeDeterministic(t *testing.T) {
 		}
 		ma, _ := ReadManifest(a)
 		mc, _ := ReadManifest(c)
-		ma.Source, mc.Source = nil, nil
+		ma.SourceModel, mc.SourceModel = "", ""
 		ja, _ := ma.Marshal()
 		jc, _ := mc.Marshal()
 		if !bytes.Equal(ja, jc) {

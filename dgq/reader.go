@@ -24,8 +24,8 @@ type Pack struct {
 // overlay loader's view of a layered pack) as a Pack. The caller has
 // validated m; release is called by Close.
 func NewPackView(dir string, m *Manifest, blob []byte, release func([]byte) error) (*Pack, error) {
-	if int64(len(blob)) != m.BlobSize {
-		return nil, fmt.Errorf("dgq: %s: view holds %d bytes, blob_size is %d", dir, len(blob), m.BlobSize)
+	if int64(len(blob)) != m.CanonicalSize() {
+		return nil, fmt.Errorf("dgq: %s: view holds %d bytes, the tensors end at %d", dir, len(blob), m.CanonicalSize())
 	}
 	if err := checkAligned(blob); err != nil {
 		return nil, fmt.Errorf("dgq: %s: %w", dir, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,13 +18,17 @@ import (
 // returns all findings, in a stable order. It reads no tensor bytes and
 // resolves no external files (the overlay package checks those).
 func Validate(m *Manifest, blobSize int64) []Finding {
-	v := validator{m: m, end: m.BlobSize, layered: m.Layered() || m.LocalBlobSize != nil}
-	if !v.layered && blobSize >= 0 && blobSize < v.end {
-		v.end = blobSize
+	v := validator{m: m, end: m.CanonicalSize(), layered: m.Layered()}
+	v.bound = v.end
+	if !v.layered && blobSize >= 0 && blobSize < v.bound {
+		v.bound = blobSize // a short blob: tensors past its end are out of bounds
 	}
 	v.local = m.StoredBlobSize()
-	if blobSize >= 0 && blobSize < v.local {
+	if v.local < 0 || (blobSize >= 0 && blobSize < v.local) {
 		v.local = blobSize
+	}
+	if v.local < 0 {
+		v.local = 1<<63 - 1
 	}
 	v.findings = append(v.findings, m.decodeFindings...)
 	v.header(blobSize)
@@ -37,7 +42,8 @@ func Validate(m *Manifest, blobSize int64) []Finding {
 
 type validator struct {
 	m        *Manifest
-	end      int64 // canonical bytes addressable: blob_size, or less when a self-contained blob file is short
+	end      int64 // canonical size: the end of the last tensor
+	bound    int64 // canonical bytes addressable: end, or less when a self-contained blob file is short
 	local    int64 // bytes of the pack's own blob file that sources may address
 	layered  bool
 	findings []Finding
@@ -47,34 +53,61 @@ func (v *validator) add(tensor, kind, format string, args ...any) {
 	v.findings = append(v.findings, Finding{Tensor: tensor, Kind: kind, Message: fmt.Sprintf(format, args...)})
 }
 
+// engineProfiles are the profile names the engine's manifest accepts.
+var engineProfiles = map[string]bool{"q4": true, "q5": true, "q6": true, "nvfp4": true, "nvfp4_experts": true}
+
 func (v *validator) header(blobSize int64) {
 	m := v.m
-	if m.FormatVersion < 1 || m.FormatVersion > MaxFormatVersion {
-		v.add("", KindVersion, "format_version %d is not supported (this dgq reads 1..%d); upgrade dgq", m.FormatVersion, MaxFormatVersion)
+	if !KnownVersion(m.Version) {
+		v.add("", KindVersion, "version %d is not one this dgq reads (1..4, and %d for dgq-only packs); upgrade dgq", m.Version, VersionDGQOnly)
 	}
-	if m.Blob == "" || m.Blob != filepath.Base(m.Blob) || m.Blob == "." || m.Blob == ".." || strings.ContainsAny(m.Blob, `/\`) {
-		v.add("", KindManifest, "blob %q must be a plain file name inside the pack", m.Blob)
+	if m.Blob == "" || m.Blob != filepath.Base(m.Blob) || m.Blob == "." || m.Blob == ".." || strings.ContainsAny(m.Blob, `/\`) || m.Blob == ManifestName {
+		v.add("", KindManifest, "blob_file %q must be a plain file name inside the pack", m.Blob)
 	}
-	if _, err := layout.ParseProfile(m.Profile); err != nil {
-		v.add("", KindManifest, "profile %q is unknown", m.Profile)
+	if !engineProfiles[m.Profile] && !(m.Version == VersionDGQOnly && m.Profile == string(layout.ProfileBF16)) {
+		v.add("", KindManifest, "profile %q is unknown (the engine knows q4, q5, q6, nvfp4, nvfp4_experts)", m.Profile)
 	}
-	if m.BlobSize < 0 {
-		v.add("", KindManifest, "blob_size %d is negative", m.BlobSize)
+	if !v.layered && blobSize >= 0 && blobSize != v.end {
+		v.add("", KindBlob, "blob is %d bytes, the tensors end at %d", blobSize, v.end)
 	}
-	if blobSize >= 0 && m.StoredBlobSize() != blobSize {
-		v.add("", KindBlob, "blob is %d bytes, manifest says %d", blobSize, m.StoredBlobSize())
+	if m.DGQ != nil {
+		v.extension(blobSize)
 	}
-	if m.ExpertSplit < 0 || m.ExpertSplit%layout.ExpertSplitAlign != 0 {
-		v.add("", KindExpertSplit, "expert_split %d is not a non-negative multiple of %d", m.ExpertSplit, layout.ExpertSplitAlign)
-	}
-	if m.ExpertSplit > m.BlobSize {
-		v.add("", KindExpertSplit, "expert_split %d is beyond blob_size %d", m.ExpertSplit, m.BlobSize)
+	if split, ok := m.Split(); ok {
+		if split < 0 || split%layout.ExpertSplitAlign != 0 {
+			v.add("", KindExpertSplit, "expert_split %d is not a non-negative multiple of %d", split, layout.ExpertSplitAlign)
+		}
+		if split > v.end {
+			v.add("", KindExpertSplit, "expert_split %d is beyond the end of the tensors %d", split, v.end)
+		}
 	}
 	if len(m.Tensors) > MaxTensors {
 		v.add("", KindManifest, "%d tensors exceeds the limit of %d", len(m.Tensors), MaxTensors)
 	}
-	for _, f := range m.Files {
-		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name == ManifestName || f.Name == m.Blob || strings.ContainsAny(f.Name, `/\`) || f.Name == ".." {
+	for class, kind := range m.CustomClasses {
+		if _, err := codecs.ParseKind(kind); err != nil || !slices.Contains(layout.Targets(), class) || class == layout.TargetExperts {
+			v.add("", KindManifest, "custom_classes %q: %q is not a class and kind of the engine", class, kind)
+		}
+	}
+}
+
+// extension checks the "dgq" object.
+func (v *validator) extension(blobSize int64) {
+	ext := v.m.DGQ
+	if ext.BlobSize != v.end {
+		v.add("", KindManifest, "dgq.blob_size %d differs from the end of the tensors %d", ext.BlobSize, v.end)
+	}
+	if ext.LocalBlobSize != nil && blobSize >= 0 && *ext.LocalBlobSize != blobSize {
+		v.add("", KindBlob, "local blob is %d bytes, manifest says %d", blobSize, *ext.LocalBlobSize)
+	}
+	if ext.LocalBlobSize != nil && !v.layered {
+		v.add("", KindManifest, "dgq.local_blob_size in a pack without sources")
+	}
+	if (ext.DGQOnly != "") != (v.m.Version == VersionDGQOnly) {
+		v.add("", KindVersion, "version %d but dgq.dgq_only is %q (a dgq-only pack has version %d and says why)", v.m.Version, ext.DGQOnly, VersionDGQOnly)
+	}
+	for _, f := range ext.Files {
+		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name == ManifestName || f.Name == v.m.Blob || strings.ContainsAny(f.Name, `/\`) || f.Name == ".." {
 			v.add("", KindFile, "side file name %q must be a plain file name other than the manifest and blob", f.Name)
 		}
 		if !isHexDigest(f.Digest) {
@@ -86,7 +119,7 @@ func (v *validator) header(blobSize int64) {
 func (v *validator) tensors() {
 	m := v.m
 	seen := make(map[string]bool, len(m.Tensors))
-	nvfp4 := false
+	var nvfp4, dgqOnly string
 	for i := range m.Tensors {
 		t := &m.Tensors[i]
 		name := t.Name
@@ -100,55 +133,72 @@ func (v *validator) tensors() {
 			v.add(name, KindName, "duplicate tensor name")
 		}
 		seen[t.Name] = true
-		if t.Format == codecs.NVFP4 {
-			nvfp4 = true
+		if t.Format == codecs.NVFP4 && nvfp4 == "" {
+			nvfp4 = name
 		}
-		v.tensor(name, t)
+		if c := v.tensor(name, t); c.Valid() && t.Format.Valid() && !layout.EngineRuns(c, t.Format, len(t.Shape)) && dgqOnly == "" {
+			dgqOnly = fmt.Sprintf("%s (class %s) is %s, which the engine has no kernel for", name, c, t.Format.Kind())
+		}
 	}
-	if nvfp4 && m.FormatVersion < FormatVersionNVFP4 {
-		v.add("", KindVersion, "nvfp4 tensors need format_version %d, manifest says %d", FormatVersionNVFP4, m.FormatVersion)
+	if m.Version == VersionDGQOnly || !KnownVersion(m.Version) {
+		return
+	}
+	// The engine's version gate: what a reader of an older version must refuse.
+	if nvfp4 != "" && m.Version < VersionNVFP4 {
+		v.add(nvfp4, KindVersion, "nvfp4_block tensors need version >= %d, manifest says %d", VersionNVFP4, m.Version)
+	}
+	if v.layered && m.Version < VersionLayered {
+		v.add("", KindVersion, "a layered pack needs version >= %d, manifest says %d", VersionLayered, m.Version)
+	}
+	if len(m.CustomClasses) > 0 && m.Version < VersionCustom {
+		v.add("", KindVersion, "custom_classes need version %d, manifest says %d", VersionCustom, m.Version)
+	}
+	if dgqOnly != "" {
+		v.add("", KindVersion, "version %d promises the engine can run the pack, but %s (dgq-only packs have version %d)", m.Version, dgqOnly, VersionDGQOnly)
 	}
 }
 
-func (v *validator) tensor(name string, t *Tensor) {
+// tensor checks one entry and returns its class (from its name).
+func (v *validator) tensor(name string, t *Tensor) layout.Class {
 	if t.Offset < 0 || t.Size < 0 {
 		v.add(name, KindBounds, "negative offset %d or size %d", t.Offset, t.Size)
-	} else if end, carry := bits.Add64(uint64(t.Offset), uint64(t.Size), 0); carry != 0 || end > uint64(v.end) {
-		v.add(name, KindBounds, "bytes [%d, %d+%d) extend past the blob end %d", t.Offset, t.Offset, t.Size, v.end)
+	} else if end, carry := bits.Add64(uint64(t.Offset), uint64(t.Size), 0); carry != 0 || end > uint64(v.bound) {
+		v.add(name, KindBounds, "bytes [%d, %d+%d) extend past the blob end %d", t.Offset, t.Offset, t.Size, v.bound)
 	}
 	if t.Offset%layout.TensorAlign != 0 {
 		v.add(name, KindAlignment, "offset %d is not a multiple of %d", t.Offset, layout.TensorAlign)
 	}
-	if !isHexDigest(t.Digest) {
+	if t.Digest != "" && !isHexDigest(t.Digest) {
 		v.add(name, KindDigest, "digest %q is not 64 hex digits", t.Digest)
 	}
-	if !t.Format.Valid() || !t.DType.Valid() || t.Class == layout.ClassInvalid {
-		return // already reported when decoding
+	if !t.Format.Valid() || !t.DType.Valid() || (t.Class == layout.ClassInvalid && t.raw.Class != "") {
+		return layout.ClassInvalid // already reported when decoding
 	}
 	class, _, err := layout.Classify(t.Name, len(t.Shape))
 	switch {
 	case err != nil:
 		v.add(name, KindClass, "not a DiffusionGemma tensor name: %v", err)
-	case class != t.Class:
+	case t.Class != layout.ClassInvalid && class != t.Class:
 		v.add(name, KindClass, "class %s, but the name is a %s tensor", t.Class, class)
 	}
-	if t.Class.Locked() && t.Format != codecs.Raw {
-		v.add(name, KindClass, "class %s is locked to raw, found %s", t.Class, t.Format)
+	if class.Locked() && t.Format != codecs.Raw {
+		v.add(name, KindClass, "class %s is locked to raw, found %s", class, t.Format.Kind())
 	}
 	m, err := codecs.FlattenShape(t.Shape)
 	if err != nil {
 		v.add(name, KindShape, "shape %v: %v", t.Shape, err)
-		return
+		return class
 	}
 	if err := t.Format.CheckDims(t.Shape); err != nil {
 		v.add(name, KindDims, "%v", err)
-		return
+		return class
 	}
 	if want, err := t.Format.EncodedSize(t.DType, m); err != nil {
 		v.add(name, KindSize, "%v", err)
 	} else if want != t.Size {
-		v.add(name, KindSize, "size %d, but %s %s %v takes %d bytes", t.Size, t.Format, t.DType, t.Shape, want)
+		v.add(name, KindSize, "byte_len %d, but %s %s %v takes %d bytes", t.Size, t.Format.Kind(), t.DType, t.Shape, want)
 	}
+	return class
 }
 
 // layout checks the relations between tensors: no overlaps, experts after
@@ -157,7 +207,7 @@ func (v *validator) layout() {
 	m := v.m
 	idx := make([]int, 0, len(m.Tensors))
 	for i, t := range m.Tensors {
-		if t.Offset >= 0 && t.Size >= 0 && t.Offset <= m.BlobSize {
+		if t.Offset >= 0 && t.Size >= 0 && t.Offset <= v.end {
 			idx = append(idx, i)
 		}
 	}
@@ -174,19 +224,21 @@ func (v *validator) layout() {
 		}
 	}
 	expertFormat := codecs.FormatInvalid
+	split, hasSplit := m.Split()
 	for _, t := range m.Tensors {
 		isExpert := t.Class == layout.Experts
 		switch {
-		case isExpert && t.Offset < m.ExpertSplit:
-			v.add(t.Name, KindExpertSplit, "expert tensor at %d lies before expert_split %d", t.Offset, m.ExpertSplit)
-		case !isExpert && t.Class != layout.ClassInvalid && t.Offset >= m.ExpertSplit && t.Size > 0:
-			v.add(t.Name, KindExpertSplit, "%s tensor at %d lies in the expert tail (expert_split %d)", t.Class, t.Offset, m.ExpertSplit)
+		case !hasSplit:
+		case isExpert && t.Offset < split:
+			v.add(t.Name, KindExpertSplit, "expert tensor at %d lies before expert_split %d", t.Offset, split)
+		case !isExpert && t.Class != layout.ClassInvalid && t.Offset >= split && t.Size > 0:
+			v.add(t.Name, KindExpertSplit, "%s tensor at %d lies in the expert tail (expert_split %d)", t.Class, t.Offset, split)
 		}
 		if isExpert && t.Format.Valid() {
 			if expertFormat == codecs.FormatInvalid {
 				expertFormat = t.Format
 			} else if t.Format != expertFormat {
-				v.add(t.Name, KindClass, "expert tensors must share one format: found %s and %s", expertFormat, t.Format)
+				v.add(t.Name, KindClass, "expert tensors must share one format: found %s and %s", expertFormat.Kind(), t.Format.Kind())
 			}
 		}
 	}
@@ -206,55 +258,54 @@ func isHexDigest(s string) bool {
 // canonical one so it can be mapped without a copy.
 func (v *validator) layeredRules() {
 	m := v.m
-	if m.LocalBlobSize == nil || *m.LocalBlobSize < 0 {
-		v.add("", KindManifest, "layered pack without a valid local_blob_size")
+	lsplit := int64(-1)
+	split, hasSplit := m.Split()
+	if m.LocalExpertSplit != nil {
+		if *m.LocalExpertSplit < 0 || *m.LocalExpertSplit%layout.ExpertSplitAlign != 0 {
+			v.add("", KindExpertSplit, "local_expert_split %d is not a non-negative multiple of %d", *m.LocalExpertSplit, layout.ExpertSplitAlign)
+		} else if hasSplit {
+			lsplit = *m.LocalExpertSplit
+		}
 	}
-	split := int64(-1)
-	if m.LocalExpertSplit == nil || *m.LocalExpertSplit < 0 || *m.LocalExpertSplit%layout.ExpertSplitAlign != 0 {
-		v.add("", KindExpertSplit, "layered pack needs local_expert_split, a non-negative multiple of %d", layout.ExpertSplitAlign)
-	} else {
-		split = *m.LocalExpertSplit
-	}
-	ids := map[string]bool{}
+	hf := false
 	for _, f := range m.ExternalFiles {
 		switch {
-		case f.ID == "" || ids[f.ID]:
-			v.add("", KindSource, "external file id %q is empty or repeated", f.ID)
+		case f.ID == "":
+			v.add("", KindSource, "external file with an empty key")
 		case f.Role != RoleHF && f.Role != RolePackBin:
 			v.add("", KindSource, "external file %s has unknown role %q", f.ID, f.Role)
-		case !cleanRelPath(f.Path):
-			v.add("", KindSource, "external file %s path %q must be relative, without .. or backslashes", f.ID, f.Path)
 		case f.Size < 0:
-			v.add("", KindSource, "external file %s has negative size", f.ID)
-		case f.Role == RoleHF && (f.Repo == "" || f.Revision == "" || !isHexDigest(f.HeaderSHA256)):
-			v.add("", KindSource, "external file %s needs repo, revision and a 64-hex header_sha256", f.ID)
+			v.add("", KindSource, "external file %s has negative expected_size", f.ID)
+		case f.Role == RoleHF && (!cleanRelPath(f.Path) || !isHexDigest(f.HeaderSHA256)):
+			v.add("", KindSource, "external file %s needs a relative path inside the snapshot and a 64-hex header_sha256", f.ID)
+		case f.Role == RolePackBin && f.Path == "":
+			v.add("", KindSource, "external file %s has an empty path", f.ID)
 		}
-		ids[f.ID] = true
+		hf = hf || f.Role == RoleHF
+	}
+	if hf && (m.BaseModel == nil || m.BaseModel.Repo == "" || m.BaseModel.Revision == "") {
+		v.add("", KindSource, "hf_safetensors files need base_model with repo and revision")
 	}
 	for _, t := range m.Tensors {
 		s := t.Source
 		if s == nil {
-			v.add(t.Name, KindSource, "layered pack entry has no source")
-			continue
+			continue // bytes at their canonical offset in the pack's own blob
 		}
 		if s.Offset < 0 {
-			v.add(t.Name, KindSource, "source offset %d is negative", s.Offset)
+			v.add(t.Name, KindSource, "source %q has no valid offset", s.Kind)
 			continue
 		}
 		end, carry := bits.Add64(uint64(s.Offset), uint64(max(t.Size, 0)), 0)
 		switch s.Kind {
 		case SourceLocal:
-			if s.File != "" {
-				v.add(t.Name, KindSource, "local source names a file %q", s.File)
-			}
 			if s.Offset%layout.TensorAlign != 0 {
 				v.add(t.Name, KindAlignment, "local offset %d is not a multiple of %d", s.Offset, layout.TensorAlign)
 			}
 			if carry != 0 || end > uint64(v.local) {
 				v.add(t.Name, KindBounds, "local bytes [%d, +%d) extend past the local blob end %d", s.Offset, t.Size, v.local)
 			}
-			if t.Class == layout.Experts && split >= 0 && s.Offset-split != t.Offset-m.ExpertSplit {
-				v.add(t.Name, KindExpertSplit, "local offset %d does not mirror the canonical tail (want %d)", s.Offset, split+t.Offset-m.ExpertSplit)
+			if t.Class == layout.Experts && lsplit >= 0 && s.Offset-lsplit != t.Offset-split {
+				v.add(t.Name, KindExpertSplit, "local offset %d does not mirror the canonical tail (want %d)", s.Offset, lsplit+t.Offset-split)
 			}
 		case SourceExternal:
 			f, ok := m.ExternalFile(s.File)
@@ -262,7 +313,7 @@ func (v *validator) layeredRules() {
 			case !ok:
 				v.add(t.Name, KindSource, "external source file %q is not in external_files", s.File)
 			case t.Format != codecs.Raw:
-				v.add(t.Name, KindSource, "%s tensor cannot come from an external file (only raw bytes are verbatim)", t.Format)
+				v.add(t.Name, KindSource, "%s tensor cannot come from an external file (only raw bytes are verbatim)", t.Format.Kind())
 			case carry != 0 || end > uint64(f.Size):
 				v.add(t.Name, KindBounds, "bytes [%d, +%d) extend past the end of external file %s (%d bytes)", s.Offset, t.Size, f.ID, f.Size)
 			}

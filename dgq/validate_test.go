@@ -98,12 +98,23 @@ func TestValidateFindings(t *testing.T) {
 		edit func(m *Manifest)
 		kind string
 	}{
-		{"future version", func(m *Manifest) { m.FormatVersion = 99 }, KindVersion},
+		{"future version", func(m *Manifest) { m.Version = 99 }, KindVersion},
+		{"dgq-only kind under version 1", func(m *Manifest) {
+			i := tensorIndex(m, layout.Experts, 0)
+			for j := range m.Tensors {
+				if m.Tensors[j].Class == layout.Experts {
+					m.Tensors[j].Format = codecs.Q5
+					m.Tensors[j].Size = m.Tensors[j].Size / 20 * 24
+				}
+			}
+			_ = i
+		}, KindVersion},
+		{"unknown profile", func(m *Manifest) { m.Profile = "q3" }, KindManifest},
 		{"misaligned offset", func(m *Manifest) { m.Tensors[3].Offset += 8 }, KindAlignment},
 		{"overlap", func(m *Manifest) { m.Tensors[4].Offset = m.Tensors[3].Offset }, KindOverlap},
 		{"size mismatch", func(m *Manifest) { m.Tensors[2].Size += 2 }, KindSize},
 		{"offset near 2^63", func(m *Manifest) { m.Tensors[1].Offset = math.MaxInt64 - 63 }, KindBounds},
-		{"past blob end", func(m *Manifest) { m.Tensors[len(m.Tensors)-1].Offset = m.BlobSize }, KindBounds},
+		{"past blob end", func(m *Manifest) { m.Tensors[len(m.Tensors)-1].Offset += 1 << 20 }, KindBlob},
 		{"duplicate tensor", func(m *Manifest) { m.Tensors[5].Name = m.Tensors[4].Name }, KindName},
 		{"empty name", func(m *Manifest) { m.Tensors[5].Name = "" }, KindName},
 		{"locked class quantized", func(m *Manifest) {
@@ -111,11 +122,15 @@ func TestValidateFindings(t *testing.T) {
 			m.Tensors[i].Format = codecs.Q8
 		}, KindClass},
 		{"class does not match name", func(m *Manifest) { m.Tensors[tensorIndex(m, layout.Attn, 0)].Class = layout.Dense }, KindClass},
-		{"expert before split", func(m *Manifest) { m.ExpertSplit += layout.ExpertSplitAlign * 64 }, KindExpertSplit},
-		{"split misaligned", func(m *Manifest) { m.ExpertSplit += 64 }, KindExpertSplit},
+		{"expert before split", func(m *Manifest) { *m.ExpertSplit += layout.ExpertSplitAlign }, KindExpertSplit},
+		{"split misaligned", func(m *Manifest) { *m.ExpertSplit += 64 }, KindExpertSplit},
 		{"bad digest", func(m *Manifest) { m.Tensors[0].Digest = "xyz" }, KindDigest},
 		{"blob escapes", func(m *Manifest) { m.Blob = "../model.dgq.bin" }, KindManifest},
-		{"blob size lies", func(m *Manifest) { m.BlobSize += 64 }, KindBlob},
+		{"blob size lies", func(m *Manifest) { m.DGQ.BlobSize += 64 }, KindManifest},
+		{"side file digest", func(m *Manifest) { m.DGQ.Files[0].Digest = "00" }, KindFile},
+		{"dgq-only without version", func(m *Manifest) { m.DGQ.DGQOnly = "because" }, KindVersion},
+		{"custom classes under version 1", func(m *Manifest) { m.CustomClasses = map[string]string{"attn": "raw"} }, KindVersion},
+		{"bad custom class", func(m *Manifest) { m.Version, m.CustomClasses = VersionCustom, map[string]string{"router": "q4_block"} }, KindManifest},
 		{"shape vs format", func(m *Manifest) {
 			i := tensorIndex(m, layout.Experts, 0)
 			m.Tensors[i].Shape = append([]int64(nil), m.Tensors[i].Shape...)
@@ -168,7 +183,7 @@ func TestManifestDecodeFindings(t *testing.T) {
 	var raw map[string]any
 	json.Unmarshal(b, &raw)
 	ts := raw["tensors"].([]any)
-	ts[0].(map[string]any)["format"] = "q3"
+	ts[0].(map[string]any)["kind"] = "q3"
 	ts[1].(map[string]any)["class"] = "teapot"
 	ts[2].(map[string]any)["dtype"] = "F8_E4M3"
 	b, _ = json.Marshal(raw)
@@ -193,13 +208,16 @@ func TestManifestDecodeFindings(t *testing.T) {
 
 func TestManifestGarbage(t *testing.T) {
 	cases := map[string]string{
-		"not json":       "this is not json",
-		"unknown field":  `{"format_version": 1, "blob": "model.dgq.bin", "surprise": true}`,
-		"trailing data":  `{"format_version": 1} {}`,
-		"wrong type":     `{"format_version": "one"}`,
-		"empty":          ``,
-		"array":          `[]`,
-		"tensor garbage": `{"tensors": [1, 2, 3]}`,
+		"not json":         "this is not json",
+		"earlier dgq pack": `{"format_version": 1, "blob": "model.dgq.bin", "tensors": []}`,
+		"missing version":  `{"profile": "q4", "source_model": "", "blob_file": "model.dgq.bin", "tensors": []}`,
+		"missing tensors":  `{"version": 1, "profile": "q4", "source_model": "", "blob_file": "model.dgq.bin"}`,
+		"tensor no kind":   `{"version": 1, "profile": "q4", "source_model": "", "blob_file": "b", "tensors": [{"name": "a", "dtype": "BF16", "shape": [], "offset": 0, "byte_len": 0}]}`,
+		"trailing data":    `{"version": 1} {}`,
+		"wrong type":       `{"version": "one"}`,
+		"empty":            ``,
+		"array":            `[]`,
+		"tensor garbage":   `{"version": 1, "tensors": [1, 2, 3]}`,
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -292,8 +310,8 @@ func FuzzParseManifest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b)
-	f.Add([]byte(`{"format_version":1,"tensors":[{"name":"a","class":"x","format":"q4","dtype":"BF16","shape":[-1,32],"offset":-64,"size":9223372036854775807}]}`))
-	f.Add([]byte(`{"format_version":2,"blob_size":100,"expert_split":16384,"tensors":[{"name":"model.decoder.layers.0.experts.down_proj","class":"experts","format":"nvfp4","dtype":"F32","shape":[9223372036854775807,9223372036854775807],"offset":0,"size":0,"digest":"","source":{"kind":"external","file":"","offset":-1}}]}`))
+	f.Add([]byte(`{"version":1,"profile":"q4","source_model":"","blob_file":"x","tensors":[{"name":"a","class":"x","kind":"q4_block","dtype":"BF16","shape":[-1,32],"offset":-64,"byte_len":9223372036854775807}]}`))
+	f.Add([]byte(`{"version":3,"profile":"nvfp4","source_model":"","blob_file":"x","expert_split":16384,"local_expert_split":0,"base_model":{"repo":"a/b","revision":"c"},"external_files":{"s":{"role":"hf_safetensors","path":"s","expected_size":-1}},"custom_classes":{"attn":"q4_block"},"tensors":[{"name":"model.decoder.layers.0.experts.down_proj","kind":"nvfp4_block","dtype":"F32","shape":[9223372036854775807,9223372036854775807],"offset":0,"byte_len":0,"source":{"kind":"external","file":"","offset":-1}}],"dgq":{"blob_size":5,"local_blob_size":-3,"files":[{"name":"../x"}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseManifest(data)
 		if err != nil {

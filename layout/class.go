@@ -13,11 +13,12 @@ const (
 	Attn         Class = 2 // self_attn q/k/v/o projections
 	Dense        Class = 3 // the dense ("shared") MLP
 	SC           Class = 4 // the self-conditioning MLP
-	Vision       Class = 5 // vision tower and vision embedder matrices
+	Vision       Class = 5 // vision tower linears and the vision embedding projection
 	Embed        Class = 6 // token embedding (tied to lm_head): locked
 	Router       Class = 7 // router projection and scales: locked
 	Norm         Class = 8 // every norm weight, vision 1-D vectors: locked
 	LayerScalar  Class = 9 // per-layer scalar buffers: locked
+	VisionOther  Class = 10 // the other vision matrices (patch embedder, position table): locked
 )
 
 var classNames = [...]string{
@@ -31,15 +32,16 @@ var classNames = [...]string{
 	Router:       "router",
 	Norm:         "norm",
 	LayerScalar:  "layer_scalar",
+	VisionOther:  "vision_other",
 }
 
 // Classes lists every valid class in numeric order.
 func Classes() []Class {
-	return []Class{Experts, Attn, Dense, SC, Vision, Embed, Router, Norm, LayerScalar}
+	return []Class{Experts, Attn, Dense, SC, Vision, Embed, Router, Norm, LayerScalar, VisionOther}
 }
 
 // Valid reports whether c is a known class.
-func (c Class) Valid() bool { return c >= Experts && c <= LayerScalar }
+func (c Class) Valid() bool { return c >= Experts && c <= VisionOther }
 
 func (c Class) String() string {
 	if int(c) < len(classNames) {
@@ -49,10 +51,11 @@ func (c Class) String() string {
 }
 
 // Locked reports whether the class is never quantized and cannot be the
-// target of a --set override: embed, router, norm and layer_scalar.
+// target of a --set override: embed, router, norm, layer_scalar and
+// vision_other.
 func (c Class) Locked() bool {
 	switch c {
-	case Embed, Router, Norm, LayerScalar:
+	case Embed, Router, Norm, LayerScalar, VisionOther:
 		return true
 	}
 	return false
@@ -65,7 +68,7 @@ func ParseClass(s string) (Class, error) {
 			return c, nil
 		}
 	}
-	return ClassInvalid, fmt.Errorf("layout: unknown class %q (known: experts, attn, dense, sc, vision, embed, router, norm, layer_scalar)", s)
+	return ClassInvalid, fmt.Errorf("layout: unknown class %q (known: experts, attn, dense, sc, vision, embed, router, norm, layer_scalar, vision_other)", s)
 }
 
 // MarshalText implements encoding.TextMarshaler.
@@ -93,9 +96,12 @@ const (
 	RoleNone   Role = 0
 	RoleGateUp Role = 1 // experts.gate_up_proj [E, 2F, H]
 	RoleDown   Role = 2 // experts.down_proj [E, H, F]
+	// RoleProjection marks the vision embedding projection: class vision (so
+	// --set vision reaches it) but raw in every profile, as in the engine.
+	RoleProjection Role = 3
 )
 
-var roleNames = [...]string{RoleNone: "none", RoleGateUp: "gate_up", RoleDown: "down"}
+var roleNames = [...]string{RoleNone: "none", RoleGateUp: "gate_up", RoleDown: "down", RoleProjection: "projection"}
 
 func (r Role) String() string {
 	if int(r) < len(roleNames) {

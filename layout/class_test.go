@@ -7,7 +7,7 @@ import (
 
 func TestClassText(t *testing.T) {
 	want := map[Class]string{Experts: "experts", Attn: "attn", Dense: "dense", SC: "sc", Vision: "vision",
-		Embed: "embed", Router: "router", Norm: "norm", LayerScalar: "layer_scalar"}
+		Embed: "embed", Router: "router", Norm: "norm", LayerScalar: "layer_scalar", VisionOther: "vision_other"}
 	if len(Classes()) != len(want) {
 		t.Fatalf("Classes() = %v", Classes())
 	}
@@ -46,7 +46,7 @@ func TestClassText(t *testing.T) {
 }
 
 func TestClassLocked(t *testing.T) {
-	locked := map[Class]bool{Embed: true, Router: true, Norm: true, LayerScalar: true}
+	locked := map[Class]bool{Embed: true, Router: true, Norm: true, LayerScalar: true, VisionOther: true}
 	for _, c := range append(Classes(), ClassInvalid) {
 		if c.Locked() != locked[c] {
 			t.Errorf("%v.Locked() = %v", c, c.Locked())
@@ -55,7 +55,7 @@ func TestClassLocked(t *testing.T) {
 }
 
 func TestRoleText(t *testing.T) {
-	for r, s := range map[Role]string{RoleNone: "none", RoleGateUp: "gate_up", RoleDown: "down"} {
+	for r, s := range map[Role]string{RoleNone: "none", RoleGateUp: "gate_up", RoleDown: "down", RoleProjection: "projection"} {
 		b, err := r.MarshalText()
 		if err != nil || string(b) != s {
 			t.Errorf("MarshalText(%d) = %q, %v", r, b, err)
@@ -68,7 +68,7 @@ func TestRoleText(t *testing.T) {
 	if _, err := ParseRole("up"); err == nil {
 		t.Error(`ParseRole("up") succeeded`)
 	}
-	if _, err := Role(3).MarshalText(); err == nil {
-		t.Error("MarshalText(Role(3)) succeeded")
+	if _, err := Role(4).MarshalText(); err == nil {
+		t.Error("MarshalText(Role(4)) succeeded")
 	}
 }

@@ -72,8 +72,11 @@ const maxLayerDigits = 4
 //   - <lm>.layers.N.self_attn.{q,k,v,o}_proj.weight → attn
 //   - <lm>.layers.N.mlp.{gate,up,down}_proj.weight → dense
 //   - model.decoder.self_conditioning.{gate,up,down}_proj.weight → sc
-//   - anything under model.encoder.vision_tower. or model.encoder.embed_vision.
-//     → vision when rank ≥ 2, norm (raw) when rank < 2
+//   - under model.encoder.vision_tower.: rank-2 names ending in .linear.weight
+//     under a .self_attn. or .mlp. module → vision; model.encoder.embed_vision.
+//     embedding_projection.weight (rank 2) → vision, role projection; any
+//     other vision name → vision_other when rank ≥ 2, norm when rank < 2
+//     (the engine's tensor_class makes exactly the first two overridable)
 //
 // where <lm> is model.decoder or model.encoder.language_model (a copy of a
 // decoder weight has the class of its twin). Any other name is an error
@@ -84,10 +87,7 @@ func Classify(name string, rank int) (Class, Role, error) {
 	}
 	if rest, ok := cutPrefix(name, VisionTowerPrefix, EmbedVisionPrefix); ok {
 		if validPath(rest) {
-			if rank >= 2 {
-				return Vision, RoleNone, nil
-			}
-			return Norm, RoleNone, nil
+			return classifyVision(name, rank), roleOfVision(name), nil
 		}
 	} else if rest, ok := strings.CutPrefix(name, DecoderPrefix); ok {
 		if cr, ok := classifyText(rest, true); ok {
@@ -99,6 +99,33 @@ func Classify(name string, rank int) (Class, Role, error) {
 		}
 	}
 	return ClassInvalid, RoleNone, fmt.Errorf("%w: %q", ErrUnknownTensor, name)
+}
+
+// VisionProjection is the vision embedder's projection matrix.
+const VisionProjection = EmbedVisionPrefix + "embedding_projection.weight"
+
+// classifyVision classifies a name under the vision prefixes.
+func classifyVision(name string, rank int) Class {
+	switch {
+	case rank == 2 && (name == VisionProjection || isVisionLinear(name)):
+		return Vision
+	case rank >= 2:
+		return VisionOther
+	}
+	return Norm
+}
+
+// isVisionLinear: a vision tower attention or MLP linear.
+func isVisionLinear(name string) bool {
+	return strings.HasPrefix(name, VisionTowerPrefix) && strings.HasSuffix(name, ".linear.weight") &&
+		(strings.Contains(name, ".self_attn.") || strings.Contains(name, ".mlp."))
+}
+
+func roleOfVision(name string) Role {
+	if name == VisionProjection {
+		return RoleProjection
+	}
+	return RoleNone
 }
 
 // IsVision reports whether name lies under the vision tower or the vision

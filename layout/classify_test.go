@@ -57,14 +57,16 @@ func TestClassify(t *testing.T) {
 		// Vision: matrices are vision, 1-D vectors stay raw as norm.
 		{"model.encoder.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", 2, Vision, RoleNone},
 		{"model.encoder.vision_tower.encoder.layers.0.mlp.down_proj.linear.weight", 2, Vision, RoleNone},
-		{"model.encoder.vision_tower.patch_embedder.input_proj.weight", 2, Vision, RoleNone},
-		{"model.encoder.vision_tower.patch_embedder.position_embedding_table", 3, Vision, RoleNone},
+		{"model.encoder.vision_tower.patch_embedder.input_proj.weight", 2, VisionOther, RoleNone},
+		{"model.encoder.vision_tower.patch_embedder.position_embedding_table", 3, VisionOther, RoleNone},
+		{"model.encoder.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", 2, Vision, RoleNone},
+		{"model.encoder.vision_tower.encoder.layers.0.mlp.down_proj.linear.weight", 2, Vision, RoleNone},
 		{"model.encoder.vision_tower.encoder.layers.0.input_layernorm.weight", 1, Norm, RoleNone},
 		{"model.encoder.vision_tower.encoder.layers.0.self_attn.q_norm.weight", 1, Norm, RoleNone},
 		{"model.encoder.vision_tower.std_bias", 1, Norm, RoleNone},
 		{"model.encoder.vision_tower.std_scale", 1, Norm, RoleNone},
 		{"model.encoder.vision_tower.encoder.layers.0.self_attn.q_proj.linear.input_min", 0, Norm, RoleNone},
-		{"model.encoder.embed_vision.embedding_projection.weight", 2, Vision, RoleNone},
+		{"model.encoder.embed_vision.embedding_projection.weight", 2, Vision, RoleProjection},
 	}
 	for _, tt := range tests {
 		c, r, err := Classify(tt.name, tt.rank)
@@ -145,7 +147,7 @@ func TestClassifyTinyCheckpoint(t *testing.T) {
 		}
 		counts[c]++
 	}
-	want := map[Class]int{Experts: 12, Attn: 22, Dense: 18, SC: 3, Vision: 10, Embed: 1, Router: 18,
+	want := map[Class]int{Experts: 12, Attn: 22, Dense: 18, SC: 3, Vision: 8, VisionOther: 2, Embed: 1, Router: 18,
 		Norm: 6*9 + 2 + 6, LayerScalar: 12}
 	for c, n := range want {
 		if counts[c] != n {

@@ -37,14 +37,16 @@ type Entry struct {
 }
 
 // Plan is every decision of a quantization run, as plain data. Entries hold
-// the head (every non-expert tensor, in natural name order) followed by the
-// tail (the experts, in natural name order, starting at ExpertSplit).
+// the head (every non-expert tensor, in byte-wise name order) followed by
+// the tail (the experts, in byte-wise name order, starting at ExpertSplit):
+// the engine's order.
 type Plan struct {
 	Profile     Profile
 	Overrides   []Override
 	Entries     []Entry
-	ExpertSplit int64 // start of the expert tail, a multiple of ExpertSplitAlign
-	BlobSize    int64 // end of the last tail tensor, or ExpertSplit without experts
+	HasExperts  bool  // whether there is a tail (and so an expert_split)
+	ExpertSplit int64 // start of the expert tail, a multiple of ExpertSplitAlign (0 without experts)
+	BlobSize    int64 // end of the last tensor
 }
 
 // MakePlan classifies every tensor, resolves its format under p, checks that
@@ -61,7 +63,7 @@ func MakePlan(p Policy, tensors []Tensor) (*Plan, error) {
 		return nil, fmt.Errorf("%w: no tensors", ErrInventory)
 	}
 	sorted := slices.Clone(tensors)
-	slices.SortStableFunc(sorted, func(a, b Tensor) int { return NaturalCompare(a.Name, b.Name) })
+	slices.SortStableFunc(sorted, func(a, b Tensor) int { return strings.Compare(a.Name, b.Name) })
 	var errs []error
 	entries := make([]Entry, 0, len(sorted))
 	for i := 0; i < len(sorted); {
@@ -83,7 +85,7 @@ func MakePlan(p Policy, tensors []Tensor) (*Plan, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	// Head (non-experts) then tail (experts), each still in natural order.
+	// Head (non-experts) then tail (experts), each still in name order.
 	slices.SortStableFunc(entries, func(a, b Entry) int {
 		switch ea, eb := a.Class == Experts, b.Class == Experts; {
 		case ea == eb:
@@ -177,37 +179,29 @@ func fixPreference(f codecs.Format) []codecs.Format {
 	return nil
 }
 
-// assignOffsets lays the head out from 0, the tail from ExpertSplit, every
-// tensor at a multiple of TensorAlign.
+// assignOffsets lays the head out from 0 and the tail from ExpertSplit
+// (the end of the head rounded up to ExpertSplitAlign), every tensor at a
+// multiple of TensorAlign; the blob ends at the end of the last tensor.
 func (plan *Plan) assignOffsets() error {
 	var off int64
-	place := func(e *Entry) error {
+	for i := range plan.Entries {
+		e := &plan.Entries[i]
+		align := int64(TensorAlign)
+		if e.Class == Experts && !plan.HasExperts {
+			align, plan.HasExperts = ExpertSplitAlign, true
+		}
 		var err error
-		if off, err = codecs.AlignUp(off, TensorAlign); err != nil {
+		if off, err = codecs.AlignUp(off, align); err != nil {
 			return err
+		}
+		if align == ExpertSplitAlign {
+			plan.ExpertSplit = off
 		}
 		e.Offset = off
 		if off > (1<<63-1)-e.Size {
 			return fmt.Errorf("layout: blob size overflows at %s", e.Name)
 		}
 		off += e.Size
-		return nil
-	}
-	i := 0
-	for ; i < len(plan.Entries) && plan.Entries[i].Class != Experts; i++ {
-		if err := place(&plan.Entries[i]); err != nil {
-			return err
-		}
-	}
-	split, err := codecs.AlignUp(off, ExpertSplitAlign)
-	if err != nil {
-		return err
-	}
-	plan.ExpertSplit, off = split, split
-	for ; i < len(plan.Entries); i++ {
-		if err := place(&plan.Entries[i]); err != nil {
-			return err
-		}
 	}
 	plan.BlobSize = off
 	return nil

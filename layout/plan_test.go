@@ -37,11 +37,11 @@ func checkPlan(t *testing.T, plan *Plan, p Policy, n int) {
 			inTail = true
 		} else if inTail {
 			t.Errorf("%s (%v) after the experts", e.Name, e.Class)
-		} else if e.Offset+e.Size > plan.ExpertSplit {
+		} else if plan.HasExperts && e.Offset+e.Size > plan.ExpertSplit {
 			t.Errorf("%s ends past ExpertSplit", e.Name)
 		}
 		if i > 0 && (plan.Entries[i-1].Class == Experts) == (e.Class == Experts) &&
-			NaturalCompare(plan.Entries[i-1].Name, e.Name) >= 0 {
+			strings.Compare(plan.Entries[i-1].Name, e.Name) >= 0 {
 			t.Errorf("%s not after %s", e.Name, plan.Entries[i-1].Name)
 		}
 		c, r, err := Classify(e.Name, len(e.Shape))
@@ -114,7 +114,7 @@ func TestMakePlanShuffled(t *testing.T) {
 }
 
 // synthLayers are decoder tensors of layers 10..10+n-1 (so that numeric
-// order differs from byte order).
+// order differs from byte order when layer 2 is added).
 func synthLayers(n int) []Tensor {
 	var out []Tensor
 	for l := 10; l < 10+n; l++ {
@@ -129,7 +129,9 @@ func synthLayers(n int) []Tensor {
 	return out
 }
 
-func TestMakePlanNaturalOrder(t *testing.T) {
+// TestMakePlanByteOrder: the engine orders names byte-wise (Rust's String
+// order), experts last, so layers.10 precedes layers.2.
+func TestMakePlanByteOrder(t *testing.T) {
 	tensors := synthLayers(3) // layers 10, 11, 12
 	tensors = append(tensors,
 		Tensor{"model.decoder.layers.2.input_layernorm.weight", codecs.BF16, []int64{64}},
@@ -144,14 +146,14 @@ func TestMakePlanNaturalOrder(t *testing.T) {
 		names = append(names, strings.TrimPrefix(e.Name, "model.decoder.layers."))
 	}
 	want := []string{
-		"2.input_layernorm.weight",
 		"10.input_layernorm.weight", "10.self_attn.q_proj.weight",
 		"11.input_layernorm.weight", "11.self_attn.q_proj.weight",
 		"12.input_layernorm.weight", "12.self_attn.q_proj.weight",
-		"2.experts.down_proj",
+		"2.input_layernorm.weight",
 		"10.experts.down_proj", "10.experts.gate_up_proj",
 		"11.experts.down_proj", "11.experts.gate_up_proj",
 		"12.experts.down_proj", "12.experts.gate_up_proj",
+		"2.experts.down_proj",
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("order\n got %v\nwant %v", names, want)
@@ -183,17 +185,18 @@ func TestMakePlanExactLayout(t *testing.T) {
 		{"model.decoder.layers.0.experts.down_proj", 16384, 512},
 		{"model.decoder.layers.0.experts.gate_up_proj", 16896, 1024},
 	}
-	if !reflect.DeepEqual(got, want) || plan.ExpertSplit != 16384 || plan.BlobSize != 17920 {
+	if !reflect.DeepEqual(got, want) || !plan.HasExperts || plan.ExpertSplit != 16384 || plan.BlobSize != 17920 {
 		t.Errorf("layout %v split %d size %d", got, plan.ExpertSplit, plan.BlobSize)
 	}
 
-	// Without experts the blob ends at ExpertSplit; with only experts the tail starts at 0.
+	// Without experts there is no split and the blob ends at the last tensor
+	// (as the engine writes it); with only experts the tail starts at 0.
 	plan, err = MakePlan(mustPolicy(t, "q4"), tensors[1:3])
-	if err != nil || plan.ExpertSplit != 16384 || plan.BlobSize != 16384 {
+	if err != nil || plan.HasExperts || plan.ExpertSplit != 0 || plan.BlobSize != 134 {
 		t.Errorf("no experts: %v %+v", err, plan)
 	}
 	plan, err = MakePlan(mustPolicy(t, "q4"), []Tensor{tensors[0], tensors[3]})
-	if err != nil || plan.ExpertSplit != 0 || plan.Entries[0].Offset != 0 || plan.Entries[1].Offset%64 != 0 {
+	if err != nil || !plan.HasExperts || plan.ExpertSplit != 0 || plan.Entries[0].Offset != 0 || plan.Entries[1].Offset%64 != 0 {
 		t.Errorf("only experts: %v %+v", err, plan)
 	}
 }

@@ -203,7 +203,7 @@ func (p Policy) describeOverrides() string {
 // gives both roles one format). An invalid class or profile gives
 // codecs.FormatInvalid.
 func (p Policy) Format(c Class, r Role) codecs.Format {
-	f := p.Profile.Base(c)
+	f := p.Profile.Base(c, r)
 	if !f.Valid() || c.Locked() {
 		return f
 	}

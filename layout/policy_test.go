@@ -33,7 +33,7 @@ func TestProfileFormats(t *testing.T) {
 		ProfileQ4:     {Q4, R, R, Q8, R},
 		ProfileQ5:     {Q5, R, R, Q8, R},
 		ProfileQ6:     {Q6, R, R, Q8, R},
-		ProfileNVFP4:  {NV, NV, NV, NV, R},
+		ProfileNVFP4:  {NV, NV, NV, Q8, NV}, // vision linears; the projection is raw (below)
 		ProfileNVFP4X: {NV, R, R, Q8, R},
 	}
 	if len(table) != len(Profiles()) {
@@ -52,7 +52,10 @@ func TestProfileFormats(t *testing.T) {
 				}
 			}
 		}
-		for _, c := range []Class{Embed, Router, Norm, LayerScalar} {
+		if got := p.Format(Vision, RoleProjection); got != R && prof != ProfileBF16 {
+			t.Errorf("%s: vision projection = %v, want raw", prof, got)
+		}
+		for _, c := range []Class{Embed, Router, Norm, LayerScalar, VisionOther} {
 			if got := p.Format(c, RoleNone); got != R {
 				t.Errorf("%s: locked %v = %v", prof, c, got)
 			}

@@ -10,12 +10,12 @@ import (
 type Profile string
 
 const (
-	ProfileBF16   Profile = "bf16"   // nothing quantized: the lossless validation pack
+	ProfileBF16   Profile = "bf16"   // nothing quantized: the lossless validation pack (dgq only)
 	ProfileQ4     Profile = "q4"     // experts q4, sc q8, everything else raw
-	ProfileQ5     Profile = "q5"     // experts q5, sc q8, everything else raw
+	ProfileQ5     Profile = "q5"     // experts in a real 5-bit q5, sc q8, everything else raw (dgq only)
 	ProfileQ6     Profile = "q6"     // experts q6, sc q8, everything else raw
-	ProfileNVFP4  Profile = "nvfp4"  // experts, attn, dense and sc nvfp4
-	ProfileNVFP4X Profile = "nvfp4x" // q4 with experts nvfp4 (kept for old manifests)
+	ProfileNVFP4  Profile = "nvfp4"  // experts, attn, dense and vision linears nvfp4, sc q8
+	ProfileNVFP4X Profile = "nvfp4x" // q4 with experts nvfp4 (the engine's q4 + --set experts=nvfp4)
 )
 
 // Profiles lists every profile.
@@ -43,23 +43,25 @@ func ParseProfile(s string) (Profile, error) {
 	return "", fmt.Errorf("%w %q (valid: bf16, q4, q5, q6, nvfp4, nvfp4x)", ErrProfile, s)
 }
 
-// Base is the format the profile gives a class, before overrides. Locked
-// classes and vision are raw in every profile; an unknown profile or class
-// gives FormatInvalid.
-func (p Profile) Base(c Class) codecs.Format {
+// Base is the format the profile gives a tensor of class c and role r,
+// before overrides — the engine's classify_tensor for its profiles. Locked
+// classes are raw in every profile; an unknown profile or class gives
+// FormatInvalid.
+func (p Profile) Base(c Class, r Role) codecs.Format {
 	if !c.Valid() || !p.Valid() {
 		return codecs.FormatInvalid
 	}
-	if c.Locked() || c == Vision {
+	if c.Locked() || p == ProfileBF16 {
 		return codecs.Raw
 	}
 	switch {
-	case p == ProfileBF16:
-		return codecs.Raw
-	case p == ProfileNVFP4:
-		return codecs.NVFP4 // experts, attn, dense, sc
 	case c == SC:
 		return codecs.Q8
+	case p == ProfileNVFP4:
+		if c == Vision && r == RoleProjection {
+			return codecs.Raw
+		}
+		return codecs.NVFP4 // experts, attn, dense, vision linears
 	case c == Experts:
 		switch p {
 		case ProfileQ4:

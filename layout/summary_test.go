@@ -21,7 +21,7 @@ func TestSummaryTiny(t *testing.T) {
 		byLabel[r.Label()] = r
 		order = append(order, r.Label())
 	}
-	wantOrder := []string{"experts", "attn", "dense", "sc", "vision", "embed", "router", "norm", "layer_scalar", "total"}
+	wantOrder := []string{"experts", "attn", "dense", "sc", "vision", "embed", "router", "norm", "layer_scalar", "vision_other", "total"}
 	if !reflect.DeepEqual(order, wantOrder) {
 		t.Fatalf("rows %v", order)
 	}

@@ -74,7 +74,7 @@ func TestOverlayQuantizeAndMonolithicRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !lm.Layered() || len(lm.ExternalFiles) == 0 || lm.ExternalFiles[0].Repo != tinyRepo || len(lm.ExternalFiles[0].Revision) != 40 {
+			if !lm.Layered() || len(lm.ExternalFiles) == 0 || lm.BaseModel == nil || lm.BaseModel.Repo != tinyRepo || len(lm.BaseModel.Revision) != 40 {
 				t.Fatalf("layered manifest: layered=%v files=%+v", lm.Layered(), lm.ExternalFiles)
 			}
 			var raw int64
@@ -113,7 +113,7 @@ func TestOverlayQuantizeAndMonolithicRoundTrip(t *testing.T) {
 			}
 			mm, _ := dgq.ReadManifest(mono)
 			dm, _ := dgq.ReadManifest(direct)
-			mm.Source, dm.Source = nil, nil
+			mm.SourceModel, dm.SourceModel = "", ""
 			a, _ := mm.Marshal()
 			b, _ := dm.Marshal()
 			if !bytes.Equal(a, b) {

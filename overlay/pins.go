@@ -16,22 +16,25 @@ import (
 // pinned file: present, of the pinned size, with the pinned header digest.
 // A mismatch is a *hfcache.StaleError naming the file, what differs and the
 // `hf download` command that restores it.
-func resolvePin(packDir string, f dgq.ExternalFile) (string, error) {
+func resolvePin(packDir string, base *dgq.BaseModel, f dgq.ExternalFile) (string, error) {
 	switch f.Role {
 	case dgq.RoleHF:
-		return resolveHF(f)
+		if base == nil {
+			return "", fmt.Errorf("overlay: external file %s is in a Hugging Face snapshot, but the pack names no base_model", f.ID)
+		}
+		return resolveHF(*base, f)
 	case dgq.RolePackBin:
 		return resolvePackBin(packDir, f)
 	}
 	return "", fmt.Errorf("overlay: external file %s has unknown role %q", f.ID, f.Role)
 }
 
-func resolveHF(f dgq.ExternalFile) (string, error) {
-	hint := hfcache.DownloadHint(f.Repo, f.Revision, f.Path)
+func resolveHF(base dgq.BaseModel, f dgq.ExternalFile) (string, error) {
+	hint := hfcache.DownloadHint(base.Repo, base.Revision, f.Path)
 	root, _ := hfcache.CacheRoot()
-	res, err := hfcache.Resolve(root, hfcache.RepoRef{Repo: f.Repo, Revision: f.Revision})
+	res, err := hfcache.Resolve(root, hfcache.RepoRef{Repo: base.Repo, Revision: base.Revision})
 	if err != nil {
-		return "", &hfcache.StaleError{Path: f.Repo + "@" + f.Revision + "/" + f.Path, What: "the pinned snapshot is not in the cache at " + root, Hint: hint}
+		return "", &hfcache.StaleError{Path: base.Repo + "@" + base.Revision + "/" + f.Path, What: "the pinned snapshot is not in the cache at " + root, Hint: hint}
 	}
 	p := filepath.Join(res.Dir, filepath.FromSlash(f.Path))
 	real, err := filepath.EvalSymlinks(p)
@@ -53,22 +56,22 @@ func resolveHF(f dgq.ExternalFile) (string, error) {
 		return "", &hfcache.StaleError{Path: p, What: fmt.Sprintf("is %d bytes, the pack pins %d", size, f.Size), Hint: hint}
 	case err != nil:
 		return "", &hfcache.StaleError{Path: p, What: err.Error(), Hint: hint}
-	case digest != f.HeaderSHA256:
+	case f.HeaderSHA256 != "" && digest != f.HeaderSHA256:
 		return "", &hfcache.StaleError{Path: p, What: fmt.Sprintf("header sha256 %s differs from the pinned %s", short(digest), short(f.HeaderSHA256)), Hint: hint}
 	}
 	return real, nil
 }
 
-// resolvePackBin finds a blob of another pack, relative to this pack's
-// directory and never outside its parent.
+// resolvePackBin finds a blob of another pack: an absolute path, or one
+// relative to this pack's directory (the engine's rule).
 func resolvePackBin(packDir string, f dgq.ExternalFile) (string, error) {
-	p := filepath.Join(packDir, filepath.FromSlash(f.Path))
+	p := filepath.FromSlash(f.Path)
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(packDir, p)
+	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return "", fmt.Errorf("overlay: external file %s (%s): %w", f.ID, p, err)
-	}
-	if !insideDir(real, filepath.Dir(packDir)) {
-		return "", fmt.Errorf("overlay: external file %s resolves outside the pack's parent directory: %s", f.ID, real)
 	}
 	st, err := os.Stat(real)
 	if err != nil {

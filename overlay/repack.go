@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 
@@ -78,7 +77,7 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 		base[r.Name] = r
 	}
 	prog := dgq.ProgressOrNop(o.Progress)
-	prog.Start("verify", m.BlobSize)
+	prog.Start("verify", m.CanonicalSize())
 	// Decide each tensor's source: stream it (digest check) and compare raw
 	// tensors with the base, chunk by chunk.
 	s := newStreamer()
@@ -119,21 +118,28 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 		_, ext := external[e.Name]
 		return !ext || (anyExpertLocal && e.Class == layout.Experts)
 	}
-	local, err := dgq.PlanLocal(entries, m.ExpertSplit, stored)
+	split, _ := m.Split()
+	local, err := dgq.PlanLocal(entries, split, stored)
 	if err != nil {
 		return nil, err
 	}
-	out := *m
-	out.Tensors = append([]dgq.Tensor(nil), m.Tensors...)
-	out.ExternalFiles = externalFiles(external, snap, repo, res.Revision, &out)
+	out, err := rewrittenManifest(m, o.Pack)
+	if err != nil {
+		return nil, err
+	}
+	if out.ExternalFiles, err = externalFiles(external, snap, &out); err != nil {
+		return nil, err
+	}
+	out.BaseModel = &dgq.BaseModel{Repo: repo, Revision: res.Revision}
 	for i := range out.Tensors {
 		t := &out.Tensors[i]
 		if off, ok := local.Offsets[t.Name]; ok {
 			t.Source = &dgq.Source{Kind: dgq.SourceLocal, Offset: off}
 		}
 	}
-	split, size := local.ExpertSplit, local.Size
-	out.LocalExpertSplit, out.LocalBlobSize = &split, &size
+	local.Annotate(&out)
+	out.SetVersion()
+	size := local.Size
 	from := func(t dgq.Tensor) (io.ReaderAt, int64) { return p.Blob, t.Offset }
 	// Every tensor's digest was verified by the pass above: the local ones are
 	// copied without hashing them a second time.
@@ -146,7 +152,7 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 
 // externalFiles pins every shard that external tensors come from and sets
 // those tensors' sources.
-func externalFiles(external map[string]hfcache.TensorRef, snap *hfcache.Snapshot, repo, rev string, m *dgq.Manifest) []dgq.ExternalFile {
+func externalFiles(external map[string]hfcache.TensorRef, snap *hfcache.Snapshot, m *dgq.Manifest) ([]dgq.ExternalFile, error) {
 	var shards []string
 	seen := map[string]*hfcache.Shard{}
 	for _, ref := range external {
@@ -156,23 +162,20 @@ func externalFiles(external map[string]hfcache.TensorRef, snap *hfcache.Snapshot
 		}
 	}
 	sort.Strings(shards)
-	ids := map[string]string{}
 	var files []dgq.ExternalFile
-	for i, name := range shards {
-		id := fmt.Sprintf("hf%d", i)
-		ids[name] = id
-		digest, size, err := hfcache.FileHeaderDigest(filepath.Join(snap.Dir, name))
+	for _, name := range shards {
+		pin, err := dgq.PinShard(snap.Dir, name)
 		if err != nil {
-			digest = ""
+			return nil, err
 		}
-		files = append(files, dgq.ExternalFile{ID: id, Role: dgq.RoleHF, Repo: repo, Revision: rev, Path: filepath.ToSlash(name), Size: size, HeaderSHA256: digest})
+		files = append(files, pin)
 	}
 	for i := range m.Tensors {
 		if ref, ok := external[m.Tensors[i].Name]; ok {
-			m.Tensors[i].Source = &dgq.Source{Kind: dgq.SourceExternal, File: ids[ref.Shard.Name], Offset: ref.Offset}
+			m.Tensors[i].Source = &dgq.Source{Kind: dgq.SourceExternal, File: filepath.ToSlash(ref.Shard.Name), Offset: ref.Offset}
 		}
 	}
-	return files
+	return files, nil
 }
 
 // RepackMonolithic flattens a layered pack into a self-contained one: every
@@ -209,29 +212,36 @@ func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, erro
 			f.Close()
 		}
 	}()
-	out := *m
-	out.Tensors = append([]dgq.Tensor(nil), m.Tensors...)
+	out, err := rewrittenManifest(m, o.Pack)
+	if err != nil {
+		return nil, err
+	}
 	offsets := map[string]int64{}
 	for i := range out.Tensors {
 		out.Tensors[i].Source = nil
 		offsets[out.Tensors[i].Name] = out.Tensors[i].Offset
 	}
-	out.ExternalFiles, out.LocalExpertSplit, out.LocalBlobSize = nil, nil, nil
+	out.ExternalFiles, out.LocalExpertSplit, out.BaseModel, out.DGQ.LocalBlobSize = nil, nil, nil, nil
+	out.SetVersion()
 	sources := map[string]*dgq.Source{}
 	for _, t := range m.Tensors {
 		sources[t.Name] = t.Source
 	}
 	from := func(t dgq.Tensor) (io.ReaderAt, int64) {
 		src := sources[t.Name]
-		if src.Kind == dgq.SourceExternal {
+		switch {
+		case src == nil:
+			return p.Blob, t.Offset
+		case src.Kind == dgq.SourceExternal:
 			return files[src.File], src.Offset
 		}
 		return p.Blob, src.Offset
 	}
-	if err := writeLayout(ctx, o, &out, p.Dir, from, offsets, m.BlobSize, dgq.ProgressOrNop(o.Progress), true); err != nil {
+	size := m.CanonicalSize()
+	if err := writeLayout(ctx, o, &out, p.Dir, from, offsets, size, dgq.ProgressOrNop(o.Progress), true); err != nil {
 		return nil, err
 	}
-	return &RepackResult{Manifest: &out, LocalBytes: m.BlobSize}, nil
+	return &RepackResult{Manifest: &out, LocalBytes: size}, nil
 }
 
 // writeLayout writes a new pack: each tensor listed in offsets is streamed
@@ -239,24 +249,11 @@ func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, erro
 // blobSize-byte blob; then the side files and the manifest. The manifest's
 // tensors carry their original, canonical entries.
 func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir string, from func(dgq.Tensor) (io.ReaderAt, int64), offsets map[string]int64, blobSize int64, prog dgq.Progress, verify bool) error {
-	st, err := dgq.NewStaging(o.Out, o.Force)
+	w, err := dgq.NewPackWriter(o.Out, o.Force, blobSize)
 	if err != nil {
 		return err
 	}
-	done := false
-	defer func() {
-		if !done {
-			st.Abort()
-		}
-	}()
-	f, err := os.OpenFile(st.Path(dgq.BlobName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("overlay: %w", err)
-	}
-	defer f.Close()
-	if err := f.Truncate(blobSize); err != nil {
-		return fmt.Errorf("overlay: size blob: %w", err)
-	}
+	defer w.Abort()
 	var total int64
 	for _, t := range m.Tensors {
 		if _, ok := offsets[t.Name]; ok {
@@ -277,7 +274,7 @@ func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir s
 			want = t.Digest
 		}
 		err := s.stream(ctx, r, srcOff, t.Size, want, func(chunk []byte) error {
-			if _, err := f.WriteAt(chunk, pos); err != nil {
+			if _, err := w.WriteAt(chunk, pos); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 			pos += int64(len(chunk))
@@ -289,54 +286,53 @@ func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir s
 		}
 	}
 	prog.Finish()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("overlay: sync blob: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("overlay: close blob: %w", err)
-	}
 	m.Blob = dgq.BlobName
-	if err := dgq.CopyPackFiles(st, srcDir, m.Files); err != nil {
+	if err := dgq.CopyPackFiles(w.Staging(), srcDir, m.DGQ.Files); err != nil {
 		return err
 	}
-	if findings := dgq.Validate(m, blobSize); len(findings) > 0 {
-		return &dgq.InvalidError{Dir: o.Out, Findings: findings}
-	}
-	data, err := m.Marshal()
-	if err != nil {
-		return err
-	}
-	if err := st.WriteFile(dgq.ManifestName, data); err != nil {
-		return err
-	}
-	if err := st.Publish(); err != nil {
-		return err
-	}
-	done = true
-	return nil
+	return w.Publish(m)
 }
 
 // baseOf picks the base repo and revision: the flags, else the pack's record,
 // else what the recorded source path says.
 func baseOf(m *dgq.Manifest, o RepackOptions) (string, string) {
 	repo, rev := o.HFRepo, o.HFRevision
-	if m.Source != nil {
+	if m.DGQ != nil && m.DGQ.Source != nil {
 		if repo == "" {
-			repo = m.Source.Repo
+			repo = m.DGQ.Source.Repo
 		}
 		if rev == "" {
-			rev = m.Source.Revision
+			rev = m.DGQ.Source.Revision
 		}
-		if r, v, ok := hfcache.Detect(m.Source.Path); ok {
-			if repo == "" {
-				repo = r
-			}
-			if rev == "" {
-				rev = v
-			}
+	}
+	if r, v, ok := hfcache.Detect(m.SourceModel); ok {
+		if repo == "" {
+			repo = r
+		}
+		if rev == "" {
+			rev = v
 		}
 	}
 	return repo, rev
+}
+
+// rewrittenManifest copies m for a repack: the tensors (to be given new
+// sources) and a dgq object, made from the engine's fields and the side
+// files found in the pack when the input pack has none.
+func rewrittenManifest(m *dgq.Manifest, dir string) (dgq.Manifest, error) {
+	out := *m
+	out.Tensors = append([]dgq.Tensor(nil), m.Tensors...)
+	ext := dgq.Extension{Profile: m.DGQProfile(), BlobSize: m.CanonicalSize()}
+	if m.DGQ != nil {
+		ext = *m.DGQ
+	}
+	files, err := dgq.SideFilesOf(dir, m)
+	if err != nil {
+		return out, err
+	}
+	ext.Generator, ext.Files = "dgq "+dgq.Version, files
+	out.DGQ = &ext
+	return out, nil
 }
 
 // manifestEntries converts manifest tensors to plan entries.

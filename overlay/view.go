@@ -35,7 +35,7 @@ func OpenWith(dir string, o Options) (*dgq.Pack, error) {
 	if err != nil || o.SkipDigests {
 		return p, err
 	}
-	findings := dgq.CheckFiles(dir, p.Manifest)
+	findings := append(dgq.CheckFiles(dir, p.Manifest), dgq.PaddingFindings(p.Manifest, p.Blob())...)
 	df, err := dgq.AuditDigests(context.Background(), p.Manifest, p.Blob(), dgq.AuditOptions{Workers: o.Workers})
 	if err != nil {
 		p.Close()
@@ -95,28 +95,36 @@ func assemble(dir string, m *dgq.Manifest) ([]byte, func([]byte) error, error) {
 			f.Close()
 		}
 	}()
-	view, release, err := reserve(m.BlobSize)
+	size := m.CanonicalSize()
+	view, release, err := reserve(size)
 	if err != nil {
 		return nil, nil, err
 	}
+	split, hasSplit := m.Split()
 	tailMapped := false
 	if mirroredTail(m) {
-		tailMapped = mapTail(view, local, *m.LocalExpertSplit, m.ExpertSplit) == nil
+		tailMapped = mapTail(view, local, *m.LocalExpertSplit, split) == nil
 	}
 	for _, t := range m.Tensors {
 		if tailMapped && t.Class == layout.Experts {
 			continue
 		}
-		src := io.ReaderAt(local)
-		if t.Source.Kind == dgq.SourceExternal {
-			src = files[t.Source.File]
+		src, off := io.ReaderAt(local), t.Offset // no source: the canonical offset of the own blob
+		if s := t.Source; s != nil {
+			off = s.Offset
+			if s.Kind == dgq.SourceExternal {
+				src = files[s.File]
+			}
 		}
-		if err := readFull(src, view[t.Offset:t.Offset+t.Size], t.Source.Offset); err != nil {
+		if err := readFull(src, view[t.Offset:t.Offset+t.Size], off); err != nil {
 			release(view)
 			return nil, nil, fmt.Errorf("overlay: %s: read tensor %s: %w", dir, t.Name, err)
 		}
 	}
-	protect(view[:m.ExpertSplit])
+	if !hasSplit {
+		split = size
+	}
+	protect(view[:split])
 	return view, release, nil
 }
 
@@ -126,7 +134,7 @@ func openPins(dir string, m *dgq.Manifest) (map[string]*os.File, error) {
 	files := map[string]*os.File{}
 	var errs []error
 	for _, f := range m.ExternalFiles {
-		p, err := resolvePin(dir, f)
+		p, err := resolvePin(dir, m.BaseModel, f)
 		if err == nil {
 			var fh *os.File
 			if fh, err = os.Open(p); err == nil {
@@ -149,11 +157,12 @@ func openPins(dir string, m *dgq.Manifest) (map[string]*os.File, error) {
 // mirroredTail reports whether every expert tensor is local, so the tail can
 // be mapped from the local blob in one piece.
 func mirroredTail(m *dgq.Manifest) bool {
-	if m.LocalExpertSplit == nil || m.BlobSize == m.ExpertSplit {
+	split, ok := m.Split()
+	if m.LocalExpertSplit == nil || !ok || m.CanonicalSize() == split {
 		return false
 	}
 	for _, t := range m.Tensors {
-		if t.Class == layout.Experts && t.Source.Kind != dgq.SourceLocal {
+		if t.Class == layout.Experts && (t.Source == nil || t.Source.Kind != dgq.SourceLocal) {
 			return false
 		}
 	}

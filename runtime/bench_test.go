@@ -59,7 +59,7 @@ func randomMatrix(b *testing.B, name string, f codecs.Format, shape ...int64) *m
 	for i := range g.Elements() {
 		binary.LittleEndian.PutUint16(src[2*i:], codecs.Float32ToBF16(float32(r.NormFloat64()*sd)))
 	}
-	out, _, err := codecs.EncodeTensor(f, codecs.BF16, g, src)
+	out, _, err := codecs.EncodeTensor(f, codecs.BF16, g, codecs.Search, src)
 	if err != nil {
 		b.Fatal(err)
 	}

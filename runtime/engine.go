@@ -52,12 +52,11 @@ type engLayer struct {
 
 // NewEngine uploads m's weights to b. On error everything uploaded so far
 // is freed.
-func NewEngine(m *Model, b Backend) (e *Engine, err error) {
-	e = &Engine{m: m, b: b, mats: map[*matrix]Weight{}, vecs: map[*float32]Buf{}}
+func NewEngine(m *Model, b Backend) (_ *Engine, err error) {
+	e := &Engine{m: m, b: b, mats: map[*matrix]Weight{}, vecs: map[*float32]Buf{}}
 	defer func() {
 		if err != nil {
 			e.Close()
-			e = nil
 		}
 	}()
 	if e.embed, err = e.weight(m.embed); err != nil {
@@ -155,7 +154,7 @@ func (e *Engine) weight(w *matrix) (Weight, error) {
 		return r, nil
 	}
 	r, err := e.b.UploadWeight(TensorData{Name: w.name, Format: w.f, DType: w.dt,
-		Shape: []int64{w.geom.Rows, w.geom.K}, Bytes: w.b})
+		Shape: w.shape, Bytes: w.b})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: engine: %w", err)
 	}

@@ -220,10 +220,11 @@ func FindReference(m *dgq.Manifest) (string, func()) {
 		}
 		return dir, func() { os.RemoveAll(dir) }
 	}
-	if m.Source == nil || m.Source.Path == "" || m.Source.Repo == "" {
+	if m.DGQ == nil || m.DGQ.Source == nil || m.SourceModel == "" {
 		return "", nop
 	}
-	dir := m.Source.Path
+	src := m.DGQ.Source
+	dir := m.SourceModel
 	for i := 0; i < 6; i++ {
 		dir = filepath.Dir(dir)
 		b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
@@ -231,7 +232,7 @@ func FindReference(m *dgq.Manifest) (string, func()) {
 			continue
 		}
 		var meta struct{ Repo, Revision string }
-		if json.Unmarshal(b, &meta) == nil && meta.Repo == m.Source.Repo && meta.Revision == m.Source.Revision {
+		if json.Unmarshal(b, &meta) == nil && meta.Repo == src.Repo && meta.Revision == src.Revision {
 			return dir, nop
 		}
 	}

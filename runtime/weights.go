@@ -56,8 +56,8 @@ func (w *packWeights) Tensors() []TensorData { return w.tensors }
 
 // ReadFile reads a side file the manifest lists, from the pack directory.
 func (w *packWeights) ReadFile(name string) ([]byte, error) {
-	listed := false
-	for _, f := range w.p.Manifest.Files {
+	listed := w.p.Manifest.DGQ == nil && slices.Contains(dgq.EngineSideFiles, name) // the engine lists none
+	for _, f := range w.p.Manifest.SideFiles() {
 		listed = listed || f.Name == name
 	}
 	if !listed || name != filepath.Base(name) || name == "." || name == ".." {
@@ -73,11 +73,12 @@ func (w *packWeights) ReadFile(name string) ([]byte, error) {
 // matrix is a bound weight: a tensor seen as a row-major [Rows, K] matrix in
 // its stored format. Rows are decoded on demand, never the whole matrix.
 type matrix struct {
-	name string
-	f    codecs.Format
-	dt   codecs.DType
-	geom codecs.Matrix
-	b    []byte
+	name  string
+	f     codecs.Format
+	dt    codecs.DType
+	shape []int64 // as stored (an expert stack's per-matrix data needs its leading dimensions)
+	geom  codecs.Matrix
+	b     []byte
 }
 
 // newMatrix checks that t's bytes decode as its format and dtype say.
@@ -102,7 +103,7 @@ func newMatrix(t TensorData) (*matrix, error) {
 	if int64(len(t.Bytes)) != size {
 		return nil, fmt.Errorf("%s %s %v holds %d bytes, want %d", t.Format, t.DType, t.Shape, len(t.Bytes), size)
 	}
-	return &matrix{name: t.Name, f: t.Format, dt: t.DType, geom: g, b: t.Bytes}, nil
+	return &matrix{name: t.Name, f: t.Format, dt: t.DType, shape: slices.Clone(t.Shape), geom: g, b: t.Bytes}, nil
 }
 
 func (w *matrix) rows() int { return int(w.geom.Rows) }

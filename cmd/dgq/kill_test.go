@@ -105,7 +105,7 @@ func TestKillAtAnyMomentLeavesNothingOrTheWholePack(t *testing.T) {
 		// Same tensors, digests and layout as the uninterrupted run (only the source path may differ).
 		gm, _ := dgq.ParseManifest(got)
 		wm, _ := dgq.ParseManifest(want)
-		gm.Source, wm.Source = nil, nil
+		gm.SourceModel, wm.SourceModel = "", ""
 		a, _ := gm.Marshal()
 		b, _ := wm.Marshal()
 		if !bytes.Equal(a, b) {

@@ -3,27 +3,39 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/dgq"
 )
 
 func newQuantizeCmd(e *env) *cobra.Command {
 	var (
-		o      dgq.QuantizeOptions
-		asJSON bool
+		o       dgq.QuantizeOptions
+		asJSON  bool
+		encoder string
 	)
 	c := &cobra.Command{
 		Use:   "quantize --profile P -m SNAPSHOT_DIR|ORG/NAME[@REV] -o OUT [--set class=format ...] [--overlay]",
 		Short: "Quantize a Hugging Face snapshot into a self-contained .dgq pack",
 		Long: `quantize streams a DiffusionGemma snapshot (config.json + safetensors shards) into a pack in one pass.
 
-Profiles: bf16 (nothing quantized), q4, q5, q6 (experts in that format, sc q8), nvfp4 (experts, attn,
-dense and sc in nvfp4), nvfp4x (q4 with experts nvfp4). --set class=format (repeatable) overrides a
-class: experts, experts.gate_up, experts.down, attn, dense, sc, vision; formats raw, q8, q4, q5, q6,
-nvfp4. embed, router, norm and layer_scalar are locked to raw. Every refusal happens before the output
-exists.`,
+The pack is in the .dgq format of the diffgemma engine (mmastrac/diffgemma): the engine runs it unless
+it is dgq-only (bf16 and q5 profiles, or a --set the engine has no kernel for), which quantize says.
+
+Profiles: bf16 (nothing quantized, dgq-only), q4, q6 (experts in that format, sc q8), q5 (a real 5-bit
+format, dgq-only), nvfp4 (experts, attn, dense and vision linears in nvfp4, sc q8), nvfp4x (q4 with
+experts nvfp4). --set class=format (repeatable) overrides a class: experts, experts.gate_up,
+experts.down, attn, dense, sc, vision; formats raw, q8, q4, q5, q6, nvfp4. embed, router, norm,
+layer_scalar and the other vision tensors are locked to raw. --encoder search (default) minimizes each
+tensor's error within the same bytes; --encoder minmax reproduces the engine's own encoders byte for
+byte. Every refusal happens before the output exists.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Progress = newProgress(e)
+			m, err := codecs.ParseMethod(encoder)
+			if err != nil {
+				return usageErr(err)
+			}
+			o.Encoder = m
 			res, err := dgq.Quantize(e.ctx, o)
 			if err != nil {
 				return err
@@ -45,6 +57,7 @@ exists.`,
 	f.BoolVar(&o.Force, "force", false, "replace an existing pack at the output path")
 	f.BoolVar(&o.Overlay, "overlay", false, "write a layered pack whose raw tensors reference the source's Hugging Face shards")
 	f.IntVar(&o.Workers, "workers", 0, "encoding goroutines (0 = all cores)")
+	f.StringVar(&encoder, "encoder", "search", "search (least error for the bytes) or minmax (the engine's own encoders, byte for byte)")
 	f.BoolVar(&asJSON, "json", false, "print the result (or the error) as one JSON object")
 	_ = c.MarkFlagRequired("profile")
 	_ = c.MarkFlagRequired("model")

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -54,7 +57,10 @@ func renderSummary(w io.Writer, rows []layout.ClassSummary) {
 func renderQuantize(w io.Writer, o dgq.QuantizeOptions, res *dgq.QuantizeResult) {
 	renderSummary(w, res.Summary)
 	if o.DryRun {
-		fmt.Fprintf(w, "dry run: %d tensors, blob %d bytes, expert_split %d; nothing written\n", len(res.Plan.Entries), res.Plan.BlobSize, res.Plan.ExpertSplit)
+		fmt.Fprintf(w, "dry run: %d tensors, blob %d bytes, expert_split %s; nothing written\n", len(res.Plan.Entries), res.Plan.BlobSize, splitText(res.Plan.HasExperts, res.Plan.ExpertSplit))
+		if why := res.Plan.EngineIncompatibility(); why != "" {
+			fmt.Fprintf(w, "dgq-only: the diffgemma engine cannot run this pack: %s\n", why)
+		}
 		return
 	}
 	if len(res.Report.Classes) > 0 {
@@ -67,8 +73,12 @@ func renderQuantize(w io.Writer, o dgq.QuantizeOptions, res *dgq.QuantizeResult)
 		tw.Flush()
 	}
 	secs := res.Elapsed.Seconds()
-	fmt.Fprintf(w, "wrote %s: %d tensors, %d bytes from %d source bytes in %s (%.1f MB/s of source)\n",
-		o.Out, len(res.Manifest.Tensors), res.Manifest.BlobSize, res.SourceBytes, res.Elapsed.Round(time.Millisecond), float64(res.SourceBytes)/1e6/max(secs, 1e-9))
+	fmt.Fprintf(w, "wrote %s: %d tensors, %d bytes from %d source bytes in %s (%.1f MB/s of source), version %d, encoder %s\n",
+		o.Out, len(res.Manifest.Tensors), res.Manifest.CanonicalSize(), res.SourceBytes, res.Elapsed.Round(time.Millisecond),
+		float64(res.SourceBytes)/1e6/max(secs, 1e-9), res.Manifest.Version, o.Encoder)
+	if why := res.Manifest.DGQ.DGQOnly; why != "" {
+		fmt.Fprintf(w, "dgq-only: the diffgemma engine cannot run this pack: %s\n", why)
+	}
 	if o.ReportPath != "" {
 		fmt.Fprintf(w, "report: %s\n", o.ReportPath)
 	}
@@ -76,19 +86,30 @@ func renderQuantize(w io.Writer, o dgq.QuantizeOptions, res *dgq.QuantizeResult)
 
 func renderInspect(w io.Writer, dir string, info *dgq.PackInfo) {
 	fmt.Fprintf(w, "pack %s\n", dir)
-	fmt.Fprintf(w, "  format_version %d, profile %s, generator %q, layered %v\n", info.FormatVersion, info.Profile, info.Generator, info.Layered)
+	gen := info.Generator
+	if gen == "" {
+		gen = "not dgq (no dgq object)"
+	}
+	fmt.Fprintf(w, "  version %d, profile %s (manifest %s), generator %s, layered %v\n", info.FormatVersion, info.Profile, info.ManifestProfile, gen, info.Layered)
+	fmt.Fprintf(w, "  runs on: %s\n", strings.Join(info.RunsOn, ", "))
+	if info.DGQOnly != "" {
+		fmt.Fprintf(w, "  dgq-only: %s\n", info.DGQOnly)
+	}
 	for _, o := range info.Overrides {
 		fmt.Fprintf(w, "  override %s=%s\n", o.Target, o.Format)
 	}
-	fmt.Fprintf(w, "  blob %s: %d bytes, expert_split %d\n", info.Blob, info.BlobSize, info.ExpertSplit)
-	if info.Layered && info.LocalBlobSize != nil && info.LocalExpertSplit != nil {
-		fmt.Fprintf(w, "  layered: local blob %d bytes (expert tail from %d, mapped without copying); %d external files\n", *info.LocalBlobSize, *info.LocalExpertSplit, len(info.ExternalFiles))
+	for _, k := range slices.Sorted(maps.Keys(info.CustomClasses)) {
+		fmt.Fprintf(w, "  custom class %s: %s\n", k, info.CustomClasses[k])
+	}
+	fmt.Fprintf(w, "  blob %s: %d bytes, expert_split %s\n", info.Blob, info.BlobSize, splitText(info.ExpertSplit != nil, deref(info.ExpertSplit)))
+	if info.Layered {
+		fmt.Fprintf(w, "  layered: local blob %s bytes, local expert tail from %s; %d external files\n", optText(info.LocalBlobSize), optText(info.LocalExpertSplit), len(info.ExternalFiles))
 		for _, f := range info.ExternalFiles {
 			fmt.Fprintf(w, "    %s %s %s@%s/%s (%d bytes, header sha256 %.12s)\n", f.ID, f.Role, f.Repo, f.Revision, f.Path, f.Size, f.HeaderSHA256)
 		}
 	}
-	if info.Source != nil && info.Source.Path != "" {
-		fmt.Fprintf(w, "  source %s\n", info.Source.Path)
+	if info.SourceModel != "" {
+		fmt.Fprintf(w, "  source %s\n", info.SourceModel)
 	}
 	renderSummary(w, info.Summary)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -109,8 +130,37 @@ func renderInspect(w io.Writer, dir string, info *dgq.PackInfo) {
 	}
 }
 
+// splitText is an expert split, or "none".
+func splitText(ok bool, v any) string {
+	if !ok {
+		return "none"
+	}
+	return fmt.Sprint(v)
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func optText(p *int64) string {
+	if p == nil {
+		return "?"
+	}
+	return fmt.Sprint(*p)
+}
+
 func renderAudit(w io.Writer, dir string, rep *dgq.AuditReport) {
 	if rep.OK {
+		for _, f := range rep.Findings {
+			fmt.Fprintf(w, "  note: %s\n", f)
+		}
+		if len(rep.Findings) > 0 {
+			fmt.Fprintf(w, "audit %s: ok (every rule checked; see the notes)\n", dir)
+			return
+		}
 		fmt.Fprintf(w, "audit %s: ok (every rule and every digest checked)\n", dir)
 		return
 	}
@@ -125,7 +175,8 @@ func renderDemo(w io.Writer, res *dgq.DemoResult) {
 	renderQuantize(w, dgq.QuantizeOptions{Out: res.Out}, res.Quantize)
 	fmt.Fprintln(w, "\n== inspect")
 	renderSummary(w, res.Inspect.Summary)
-	fmt.Fprintf(w, "%d tensors, blob %d bytes, expert_split %d\n", len(res.Inspect.Tensors), res.Inspect.BlobSize, res.Inspect.ExpertSplit)
+	fmt.Fprintf(w, "%d tensors, blob %d bytes, expert_split %s, runs on %s\n", len(res.Inspect.Tensors), res.Inspect.BlobSize,
+		splitText(res.Inspect.ExpertSplit != nil, deref(res.Inspect.ExpertSplit)), strings.Join(res.Inspect.RunsOn, ", "))
 	fmt.Fprintln(w, "\n== audit")
 	renderAudit(w, res.Out, res.Audit)
 }
@@ -135,7 +186,7 @@ func renderRepack(w io.Writer, out string, res *overlay.RepackResult) {
 	if res.Manifest.Layered() {
 		layered = fmt.Sprintf("layered (%d external files)", len(res.Manifest.ExternalFiles))
 	}
-	fmt.Fprintf(w, "wrote %s: %s, %d tensors, own blob %d bytes (canonical %d)\n", out, layered, len(res.Manifest.Tensors), res.LocalBytes, res.Manifest.BlobSize)
+	fmt.Fprintf(w, "wrote %s: %s, %d tensors, own blob %d bytes (canonical %d)\n", out, layered, len(res.Manifest.Tensors), res.LocalBytes, res.Manifest.CanonicalSize())
 	for _, n := range res.Mismatched {
 		fmt.Fprintf(w, "  stored locally (differs from the base snapshot): %s\n", n)
 	}
@@ -149,7 +200,11 @@ type quantizeResult struct {
 	Layered     bool                  `json:"layered"`
 	Tensors     int                   `json:"tensors"`
 	BlobSize    int64                 `json:"blob_size"`
-	ExpertSplit int64                 `json:"expert_split"`
+	ExpertSplit *int64                `json:"expert_split"`
+	Version     int                   `json:"version,omitempty"`
+	Encoder     string                `json:"encoder"`
+	RunsOn      []string              `json:"runs_on"`
+	DGQOnly     string                `json:"dgq_only,omitempty"`
 	SourceBytes int64                 `json:"source_bytes"`
 	ElapsedS    float64               `json:"elapsed_s"`
 	Summary     []layout.ClassSummary `json:"summary"`
@@ -160,12 +215,21 @@ type quantizeResult struct {
 func quantizeJSON(o dgq.QuantizeOptions, res *dgq.QuantizeResult) quantizeResult {
 	r := quantizeResult{
 		DryRun: o.DryRun, Profile: string(res.Plan.Profile), Layered: o.Overlay, Tensors: len(res.Plan.Entries),
-		BlobSize: res.Plan.BlobSize, ExpertSplit: res.Plan.ExpertSplit, SourceBytes: res.SourceBytes,
-		ElapsedS: res.Elapsed.Seconds(), Summary: res.Summary, Report: o.ReportPath,
+		BlobSize: res.Plan.BlobSize, SourceBytes: res.SourceBytes, Encoder: o.Encoder.String(),
+		ElapsedS: res.Elapsed.Seconds(), Summary: res.Summary, Report: o.ReportPath, RunsOn: []string{"dgq", "diffgemma"},
+		DGQOnly: res.Plan.EngineIncompatibility(),
+	}
+	if r.DGQOnly != "" {
+		r.RunsOn = []string{"dgq"}
+	}
+	if res.Plan.HasExperts {
+		split := res.Plan.ExpertSplit
+		r.ExpertSplit = &split
 	}
 	if !o.DryRun {
 		r.Out = o.Out
 		r.Classes = res.Report.Classes
+		r.Version = res.Manifest.Version
 	}
 	return r
 }

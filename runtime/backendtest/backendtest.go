@@ -113,7 +113,7 @@ func (fd formatDType) String() string { return fmt.Sprintf("%s-%s", fd.f, fd.dt)
 // fits reports whether a [rows, k] matrix can be encoded as fd (k a
 // multiple of the format's group).
 func (fd formatDType) fits(rows, k int) bool {
-	_, err := fd.f.Planes(fd.dt, codecs.Matrix{Rows: int64(rows), K: int64(k)})
+	_, err := fd.f.Layout(fd.dt, codecs.Matrix{Rows: int64(rows), K: int64(k)})
 	return err == nil
 }
 
@@ -290,7 +290,7 @@ func Encode(f codecs.Format, dt codecs.DType, rows, k int, src []float32) (runti
 			return runtime.TensorData{}, fmt.Errorf("backendtest: source dtype %s", dt)
 		}
 	}
-	enc, _, err := codecs.EncodeTensor(f, dt, m, raw)
+	enc, _, err := codecs.EncodeTensor(f, dt, m, codecs.Search, raw)
 	if err != nil {
 		return runtime.TensorData{}, err
 	}
@@ -304,7 +304,7 @@ func testWeights(t *testing.T, b, ref runtime.Backend, matmul bool) {
 	for _, sh := range weightShapes {
 		n, k := sh[0], sh[1]
 		for _, fd := range formats {
-			if _, err := fd.f.Planes(fd.dt, codecs.Matrix{Rows: int64(n), K: int64(k)}); err != nil {
+			if _, err := fd.f.Layout(fd.dt, codecs.Matrix{Rows: int64(n), K: int64(k)}); err != nil {
 				continue // K not a multiple of the format's group
 			}
 			big := n*k > 1<<20

@@ -137,11 +137,27 @@ func run(out string) error {
 				ts[5].(map[string]any)["name"] = ts[4].(map[string]any)["name"]
 			})
 		}},
-		{"unknown-format", expectation{Kinds: []string{"unknown_kind"}, Tensor: expert, Note: "format q3"}, func(d string) error {
-			return editTensor(d, expert, func(t map[string]any) { t["format"] = "q3" })
+		{"unknown-format", expectation{Kinds: []string{"unknown_kind"}, Tensor: expert, Note: "kind q3_block"}, func(d string) error {
+			return editTensor(d, expert, func(t map[string]any) { t["kind"] = "q3_block" })
 		}},
-		{"future-version", expectation{Kinds: []string{"version"}, Note: "format_version 99"}, func(d string) error {
-			return editManifest(d, func(j map[string]any) { j["format_version"] = 99 })
+		{"future-version", expectation{Kinds: []string{"version"}, Note: "version 99"}, func(d string) error {
+			return editManifest(d, func(j map[string]any) { j["version"] = 99 })
+		}},
+		{"dgq-only-kind-as-engine", expectation{Kinds: []string{"version"}, Note: "experts relabelled q5_block (dgq only) under version 1, which promises the engine can run the pack"}, func(d string) error {
+			return editManifest(d, func(j map[string]any) {
+				for _, t := range j["tensors"].([]any) {
+					if tm := t.(map[string]any); tm["class"] == "experts" {
+						tm["kind"] = "q5_block"
+						tm["byte_len"] = tm["byte_len"].(float64) / 20 * 24
+					}
+				}
+			})
+		}},
+		{"nonzero-padding", expectation{Kinds: []string{"padding"}, Note: "a byte between two tensors (the padding before the expert split) set to 0x5a"}, func(d string) error {
+			return poke(d, *m.ExpertSplit-1, 0x5a)
+		}},
+		{"earlier-dgq-format", expectation{Kinds: []string{"manifest"}, Note: "a manifest of dgq's earlier planar format (format_version 2): refused, naming it"}, func(d string) error {
+			return os.WriteFile(filepath.Join(d, dgq.ManifestName), []byte(`{"format_version": 2, "generator": "dgq 0.1.0-dev", "profile": "q4", "blob": "model.dgq.bin", "blob_size": 0, "expert_split": 0, "tensors": [], "external_files": [], "files": []}`+"\n"), 0o644)
 		}},
 		{"missing-manifest", expectation{Kinds: []string{"manifest"}, Note: "model.dgq.json deleted"}, func(d string) error {
 			return os.Remove(filepath.Join(d, dgq.ManifestName))
@@ -188,8 +204,15 @@ func run(out string) error {
 	return os.WriteFile(filepath.Join(out, "expected.json"), append(data, '\n'), 0o644)
 }
 
+// stripSource removes where the pack was made from (a temporary path), so
+// the corpus does not change with the machine that generates it.
 func stripSource(dir string) {
-	editManifest(dir, func(j map[string]any) { delete(j, "source") })
+	editManifest(dir, func(j map[string]any) {
+		j["source_model"] = ""
+		if ext, ok := j["dgq"].(map[string]any); ok {
+			delete(ext, "source")
+		}
+	})
 }
 
 func editManifest(dir string, f func(map[string]any)) error {
@@ -203,7 +226,7 @@ func editManifest(dir string, f func(map[string]any)) error {
 		return err
 	}
 	f(j)
-	b, _ = json.MarshalIndent(j, "", " ")
+	b, _ = json.MarshalIndent(j, "", "  ")
 	return os.WriteFile(p, append(b, '\n'), 0o644)
 }
 
@@ -251,6 +274,17 @@ func flip(dir string, m *dgq.Manifest, name string) error {
 		}
 	}
 	return os.WriteFile(p, b, 0o644)
+}
+
+// poke sets one byte of the blob.
+func poke(dir string, off int64, v byte) error {
+	f, err := os.OpenFile(filepath.Join(dir, dgq.BlobName), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteAt([]byte{v}, off)
+	return err
 }
 
 func truncate(p string, frac float64) error {
