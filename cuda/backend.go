@@ -11,9 +11,10 @@ import (
 // the shared-dialect kernels (Ops) and cuBLAS, all queued on dev's stream.
 //
 // Weights: raw bf16/f16/f32, q8, q4, q5, q6 and nvfp4 tensors stay on the
-// device in their stored bytes and are decoded there by the shared-dialect
-// decoders (Ops.Dequant, bit-exact with codecs.DecodeRows; Caps.Resident
-// lists them). A format without a device decoder would be decoded on the host
+// device in their stored bits, re-laid at upload from the pack's interleaved
+// blocks into planes (Ops.UploadTensor, planar.go), and are decoded there by
+// the shared-dialect decoders (Ops.Dequant, bit-exact with
+// codecs.DecodeRows; Caps.Resident lists them). A format without a device decoder would be decoded on the host
 // with codecs.DecodeRows at upload and kept as f32.
 // MatMulNT decodes a weight into a scratch buffer (raw f32 is used in place)
 // and runs an f32 cuBLAS GEMM (MatMulNT); a fused dequantize-GEMM is later
@@ -82,8 +83,9 @@ func (b *cudaBuf) Free() error {
 	return err
 }
 
-// cudaWeight is a weight on the device in its stored bytes (resident) or,
-// for a format without a device decoder, its host-decoded f32 values.
+// cudaWeight is a weight on the device in its stored bits, planar
+// (resident, planar.go), or, for a format without a device decoder, its
+// host-decoded f32 values.
 type cudaWeight struct {
 	be   *backend
 	f    codecs.Format
@@ -174,26 +176,21 @@ func (c *backend) UploadWeight(t runtime.TensorData) (runtime.Weight, error) {
 		return nil, err
 	}
 	w := &cudaWeight{be: c, f: t.Format, dt: t.DType, geom: g}
-	var host []byte
+	f, dt, host := t.Format, t.DType, t.Bytes
 	switch {
-	case t.Format == codecs.Raw && t.DType == codecs.F32:
-		host, w.f32 = t.Bytes, true // already f32 values (little-endian)
-	case CanDequant(t.Format, t.DType):
-		host = t.Bytes
+	case f == codecs.Raw && dt == codecs.F32:
+		w.f32 = true // already f32 values (little-endian)
+	case CanDequant(f, dt):
+		// Resident in the device's planar layout, re-laid on the device.
 	default:
 		v := make([]float32, g.Elements())
-		if err := codecs.DecodeRows(t.Format, t.DType, g, t.Bytes, 0, g.Rows, v); err != nil {
+		if err := codecs.DecodeRows(f, dt, g, t.Bytes, 0, g.Rows, v); err != nil {
 			return nil, fmt.Errorf("cuda: tensor %q: %w", t.Name, err)
 		}
-		host, w.f32 = Bytes(v), true
+		f, dt, host, w.f32 = codecs.Raw, codecs.F32, Bytes(v), true
 	}
-	// Allocations of 0 bytes fail: keep at least one value.
-	if w.b, err = c.d.Alloc(max(int64(len(host)), 4)); err != nil {
-		return nil, err
-	}
-	if err := w.b.Upload(host); err != nil {
-		w.b.Free()
-		return nil, err
+	if w.b, err = c.ops.UploadTensor(f, dt, g, host); err != nil {
+		return nil, fmt.Errorf("cuda: tensor %q: %w", t.Name, err)
 	}
 	return w, nil
 }

@@ -31,38 +31,37 @@ const (
 )
 
 // moeFormat describes a resident weight for moe_expert_f32: its format
-// code, the bits of an affine format, and its plane addresses.
-func moeFormat(w *cudaWeight) (code, bits uint32, p [3]Ptr, err error) {
+// code, the bits of an affine format, its plane addresses (planar.go) and
+// the rows of one of its matrices (nvfp4's matrix scales; 1 where unused).
+func moeFormat(w *cudaWeight) (code, bits uint32, p [3]Ptr, matRows uint32, err error) {
 	base := w.b.Ptr()
 	p = [3]Ptr{base, base, base}
 	if w.f32 {
-		return moeF32, 0, p, nil
+		return moeF32, 0, p, 1, nil
 	}
-	planes, err := w.f.Planes(w.dt, w.geom)
+	pl, err := planarLayout(w.f, w.dt, w.geom)
 	if err != nil {
-		return 0, 0, p, err
+		return 0, 0, p, 1, err
 	}
-	for i := range min(len(planes), 3) {
-		p[i] = base.Add(planes[i].Offset)
-	}
+	p = pl.ptrs(base, 0)
 	switch w.f {
 	case codecs.Raw:
 		switch w.dt {
 		case codecs.BF16:
-			return moeBF16, 0, p, nil
+			return moeBF16, 0, p, 1, nil
 		case codecs.F16:
-			return moeF16, 0, p, nil
+			return moeF16, 0, p, 1, nil
 		case codecs.F32:
-			return moeF32, 0, p, nil
+			return moeF32, 0, p, 1, nil
 		}
 	case codecs.Q8:
-		return moeQ8, 0, p, nil
+		return moeQ8, 0, p, 1, nil
 	case codecs.Q4, codecs.Q5, codecs.Q6:
-		return moeAffine, uint32(w.f.Bits()), p, nil
+		return moeAffine, uint32(w.f.Bits()), p, 1, nil
 	case codecs.NVFP4:
-		return moeNVFP4, 0, p, nil
+		return moeNVFP4, 0, p, uint32(pl.matRows), nil
 	}
-	return 0, 0, p, fmt.Errorf("cuda: MoE: no decoder for %s %s", w.f, w.dt)
+	return 0, 0, p, 1, fmt.Errorf("cuda: MoE: no decoder for %s %s", w.f, w.dt)
 }
 
 // q4Fast reports whether w runs the tensor-core q4 kernels.
@@ -321,7 +320,7 @@ func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, sta
 // moeExact queues moe_expert_f32 for weight wt (gate/up when gateup, else
 // down) reading activations a with reduction width kd into out.
 func (c *backend) moeExact(rk *Module, wt *cudaWeight, a, pairs, tiles, wts, out Ptr, kd, nout, topk int, gateup bool, grid [3]uint32) error {
-	code, bits, p, err := moeFormat(wt)
+	code, bits, p, matRows, err := moeFormat(wt)
 	if err != nil {
 		return err
 	}
@@ -330,7 +329,7 @@ func (c *backend) moeExact(rk *Module, wt *cudaWeight, a, pairs, tiles, wts, out
 		gu = 1
 	}
 	return rk.Launch("moe_expert_f32", grid, [3]uint32{256, 1, 1}, 0,
-		p[0], p[1], p[2], a, pairs, tiles, wts, out, code, bits, uint32(kd), uint32(nout), uint32(topk), gu)
+		p[0], p[1], p[2], a, pairs, tiles, wts, out, code, bits, uint32(kd), uint32(nout), uint32(topk), gu, matRows)
 }
 
 // moePack queues moe_pack_f16: rows × kd f32 from src to fp16 rows at dst
@@ -348,15 +347,14 @@ func (c *backend) moePack(mm *Module, src Ptr, rows int64, kd int, dst, inv Ptr)
 // the grouped kernels), topk the pairs per token (gate/up reads token
 // pair/topk).
 func (c *backend) q4Launch(mm *Module, cfg moeQ4Config, prefix string, wt *cudaWeight, a, ainv, pairs, tiles, wts, out Ptr, kd, nout, m, topk int, grid [3]uint32) error {
-	planes, err := codecs.Q4.Planes(wt.dt, wt.geom)
+	if wt.f != codecs.Q4 || wt.f32 {
+		return fmt.Errorf("cuda: q4 GEMM of a %s weight", wt.f)
+	}
+	pl, err := planarLayout(codecs.Q4, wt.dt, wt.geom)
 	if err != nil {
 		return err
 	}
-	if len(planes) != 3 {
-		return fmt.Errorf("cuda: q4 weight with %d planes", len(planes))
-	}
-	base := wt.b.Ptr()
+	p := pl.ptrs(wt.b.Ptr(), 0)
 	return mm.Launch(prefix+cfg.name, grid, [3]uint32{cfg.threads(), 1, 1}, cfg.smem(kd, prefix == "moe_q4_gateup_"),
-		base.Add(planes[0].Offset), base.Add(planes[1].Offset), base.Add(planes[2].Offset),
-		a, ainv, pairs, tiles, wts, out, uint32(kd), uint32(nout), uint32(m), uint32(topk), uint32(wt.geom.Rows))
+		p[0], p[1], p[2], a, ainv, pairs, tiles, wts, out, uint32(kd), uint32(nout), uint32(m), uint32(topk), uint32(wt.geom.Rows))
 }

@@ -372,7 +372,7 @@ func encodeQ4(t *testing.T, rng *rand.Rand, m codecs.Matrix) []byte {
 			}
 		}
 	}
-	enc, _, err := codecs.EncodeTensor(codecs.Q4, codecs.F32, m, Bytes(src))
+	enc, _, err := codecs.EncodeTensor(codecs.Q4, codecs.F32, m, codecs.Search, Bytes(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestDequantQ4(t *testing.T) {
 			if err := codecs.DecodeRows(codecs.Q4, codecs.F32, m, enc, 0, m.Rows, want); err != nil {
 				t.Fatal(err)
 			}
-			eb := upload(t, d, enc)
+			eb := uploadTensor(t, ops, codecs.Q4, codecs.F32, m, enc)
 			ob, err := d.Alloc(4 * m.Elements())
 			if err != nil {
 				t.Fatal(err)

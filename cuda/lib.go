@@ -125,7 +125,7 @@ type driver struct {
 	cuMemAlloc, cuMemFree, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync uintptr
 	cuMemsetD8Async, cuStreamCreate, cuStreamDestroy, cuStreamSynchronize          uintptr
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel          uintptr
-	cuFuncSetAttribute                                                             uintptr
+	cuFuncSetAttribute, cuMemAllocHost, cuMemFreeHost                              uintptr
 }
 
 var (
@@ -160,6 +160,7 @@ func loadDriver() error {
 			"cuModuleLoadData":    &d.cuModuleLoadData, "cuModuleUnload": &d.cuModuleUnload,
 			"cuModuleGetFunction": &d.cuModuleGetFunction, "cuLaunchKernel": &d.cuLaunchKernel,
 			"cuFuncSetAttribute": &d.cuFuncSetAttribute,
+			"cuMemAllocHost_v2":  &d.cuMemAllocHost, "cuMemFreeHost": &d.cuMemFreeHost,
 		})
 	})
 	return drvErr

@@ -83,34 +83,37 @@ func moeRandBF16(seed uint64, n int, sd float64) []byte {
 	return out
 }
 
-// moeEncode encodes a [rows, k] bf16 tensor (bytes) in format f, rows split
-// over goroutines (codecs encoders take disjoint rows concurrently).
-func moeEncode(t testing.TB, f codecs.Format, rows, k int, src []byte, name string) runtime.TensorData {
+// moeEncode encodes a [rows, k] bf16 tensor (bytes) in format f with the
+// searching encoder, stored as mats matrices (shape [mats, rows/mats, k]
+// when mats > 1: an expert stack, whose nvfp4 experts each get their own
+// matrix scale), rows split over goroutines (codecs encoders take disjoint
+// rows concurrently).
+func moeEncode(t testing.TB, f codecs.Format, mats, rows, k int, src []byte, name string) runtime.TensorData {
 	t.Helper()
-	m := codecs.Matrix{Rows: int64(rows), K: int64(k)}
-	td := runtime.TensorData{Name: name, Format: f, DType: codecs.BF16, Shape: []int64{int64(rows), int64(k)}}
+	m := codecs.Matrix{Rows: int64(rows), K: int64(k), Mats: int64(mats)}
+	shape := []int64{int64(rows), int64(k)}
+	if mats > 1 {
+		shape = []int64{int64(mats), int64(rows / mats), int64(k)}
+	}
+	td := runtime.TensorData{Name: name, Format: f, DType: codecs.BF16, Shape: shape}
 	if f == codecs.Raw {
 		td.Bytes = src
 		return td
 	}
-	enc, err := codecs.NewEncoder(f, codecs.BF16, m)
+	enc, err := codecs.NewEncoder(f, codecs.BF16, m, codecs.Search)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if enc.NeedsScan() {
-		e, _, err := codecs.EncodeTensor(f, codecs.BF16, m, src)
+		e, _, err := codecs.EncodeTensor(f, codecs.BF16, m, codecs.Search, src)
 		if err != nil {
 			t.Fatal(err)
 		}
 		td.Bytes = e
 		return td
 	}
-	size, err := f.EncodedSize(codecs.BF16, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]byte, size)
-	planes := enc.Planes()
+	l := enc.Layout()
+	out := make([]byte, l.Size())
 	const chunk = 1024
 	var wg sync.WaitGroup
 	errs := make(chan error, rows/chunk+1)
@@ -119,11 +122,8 @@ func moeEncode(t testing.TB, f codecs.Format, rows, k int, src []byte, name stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dst := make([][]byte, len(planes))
-			for i, p := range planes {
-				dst[i] = out[p.Offset+int64(r0)*p.RowBytes : p.Offset+int64(r0+n)*p.RowBytes]
-			}
-			if _, err := enc.EncodeRows(dst, src[2*r0*k:2*(r0+n)*k], int64(r0), int64(n)); err != nil {
+			s, e := l.Span(int64(r0), int64(n))
+			if _, err := enc.EncodeRows(out[s:e], src[2*r0*k:2*(r0+n)*k], int64(r0), int64(n)); err != nil {
 				errs <- err
 			}
 		}()
@@ -147,10 +147,11 @@ func newMoEProblem(t testing.TB, seed uint64, E, K, H, F, rows int, guF, dnF cod
 	for i := range routerV {
 		routerV[i] = float32(rng.NormFloat64())
 	}
-	p.router = moeEncode(t, codecs.Raw, E, H, moeBF16Bytes(routerV), "router")
-	// Gate/up pre-activations of a few units, outputs of about one.
-	p.gateUp = moeEncode(t, guF, E*2*F, H, moeRandBF16(seed+1, E*2*F*H, 2/math.Sqrt(float64(H))), "gate_up")
-	p.dn = moeEncode(t, dnF, E*H, F, moeRandBF16(seed+2, E*H*F, 1/math.Sqrt(float64(F))), "down")
+	p.router = moeEncode(t, codecs.Raw, 1, E, H, moeBF16Bytes(routerV), "router")
+	// Gate/up pre-activations of a few units, outputs of about one; the
+	// experts are stacks [E][2F][H] and [E][H][F], as the pack stores them.
+	p.gateUp = moeEncode(t, guF, E, E*2*F, H, moeRandBF16(seed+1, E*2*F*H, 2/math.Sqrt(float64(H))), "gate_up")
+	p.dn = moeEncode(t, dnF, E, E*H, F, moeRandBF16(seed+2, E*H*F, 1/math.Sqrt(float64(F))), "down")
 	p.routerScale = make([]float32, H)
 	for i := range p.routerScale {
 		p.routerScale[i] = float32(0.5 + 1.5*rng.Float64())
@@ -710,7 +711,7 @@ func TestMatMulFast(t *testing.T) {
 		}
 		for _, sh := range [][2]int{{5, 64}, {37, 96}, {3, 32}, {704, 2816}, {2816, 704}, {2112, 2816}} {
 			n, k := sh[0], sh[1]
-			td := moeEncode(t, f, n, k, moeRandBF16(rng.Uint64(), n*k, 1), "w")
+			td := moeEncode(t, f, 1, n, k, moeRandBF16(rng.Uint64(), n*k, 1), "w")
 			wr, err := ref.UploadWeight(td)
 			if err != nil {
 				t.Fatal(err)
@@ -806,7 +807,7 @@ func TestMatMulFast(t *testing.T) {
 	aa, _ := fb.buf(ab)
 	ca, _ := fb.buf(cb)
 	for _, f := range []codecs.Format{codecs.Raw, codecs.Q4} {
-		td := moeEncode(t, f, n, k, moeRandBF16(9, n*k, 1), "w")
+		td := moeEncode(t, f, 1, n, k, moeRandBF16(9, n*k, 1), "w")
 		wg, err := fb.UploadWeight(td)
 		if err != nil {
 			t.Fatal(err)

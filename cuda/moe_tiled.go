@@ -59,23 +59,19 @@ func (c *backend) moeGather(tm *Module, src, pairs Ptr, topk uint32, rows int64,
 // wt (kd columns) for the pairs of the tile table: a the pairs' bf16
 // activations, out the result of width nout.
 func (c *backend) tiledLaunch(tm *Module, gateup bool, wt *cudaWeight, a, pairs, tiles, wts, out Ptr, kd, nout int, maxTiles int64) error {
-	if wt.f != codecs.Q4 || !tiledFits(kd) {
+	if wt.f != codecs.Q4 || wt.f32 || !tiledFits(kd) {
 		return fmt.Errorf("cuda: tiled MoE GEMM of a %v weight of width %d", wt.f, kd)
 	}
-	planes, err := codecs.Q4.Planes(wt.dt, wt.geom)
+	pl, err := planarLayout(codecs.Q4, wt.dt, wt.geom)
 	if err != nil {
 		return err
 	}
-	if len(planes) != 3 {
-		return fmt.Errorf("cuda: q4 weight with %d planes", len(planes))
-	}
+	p := pl.ptrs(wt.b.Ptr(), 0)
 	kernel, cols := "moe_tl_down", tlRows
 	if gateup {
 		kernel, cols = "moe_tl_gateup", tlRows/2
 	}
 	const shared = tlStages * tlStage
-	base := wt.b.Ptr()
 	return tm.Launch(kernel, [3]uint32{uint32((nout + cols - 1) / cols), uint32(maxTiles), 1}, [3]uint32{tlThreads, 1, 1}, shared,
-		base.Add(planes[0].Offset), base.Add(planes[1].Offset), base.Add(planes[2].Offset),
-		a, pairs, tiles, wts, out, uint32(kd), uint32(nout))
+		p[0], p[1], p[2], a, pairs, tiles, wts, out, uint32(kd), uint32(nout))
 }

@@ -13,6 +13,10 @@ type Ops struct {
 	d    *Device
 	mu   sync.Mutex
 	mods map[string]*Module
+
+	up    sync.Mutex // UploadTensor's staging (planar.go)
+	chunk int64
+	stage staging
 }
 
 // NewOps returns the kernel launcher of d.
@@ -32,11 +36,13 @@ func (o *Ops) module(file string) (*Module, error) {
 	return m, nil
 }
 
-// Close unloads the compiled modules.
+// Close unloads the compiled modules and frees the upload staging.
 func (o *Ops) Close() error {
+	o.up.Lock()
+	first := o.freeStaging()
+	o.up.Unlock()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var first error
 	for k, m := range o.mods {
 		if err := m.Close(); err != nil && first == nil {
 			first = err
@@ -79,17 +85,18 @@ func (o *Ops) RMSNorm(y, x, w Ptr, rows, n int, eps float32) error {
 }
 
 // DequantQ4 queues the decoding of a whole q4 tensor of geometry mtx (dtype
-// dt, whose planes fix the offsets), resident at enc, into rows·K f32 values
-// at out.
+// dt), resident at enc in its planar layout (UploadTensor), into rows·K f32
+// values at out.
 func (o *Ops) DequantQ4(out, enc Ptr, dt codecs.DType, mtx codecs.Matrix) error {
-	planes, err := codecs.Q4.Planes(dt, mtx)
+	p, err := planarLayout(codecs.Q4, dt, mtx)
 	if err != nil {
 		return err
 	}
-	if len(planes) != 3 || mtx.Rows > 1<<31 || mtx.K > 1<<31 {
+	if mtx.Rows > 1<<31 || mtx.K > 1<<31 {
 		return fmt.Errorf("cuda: q4 tensor %d×%d not supported", mtx.Rows, mtx.K)
 	}
-	return o.dequantQ4(out, enc.Add(planes[0].Offset), enc.Add(planes[1].Offset), enc.Add(planes[2].Offset), mtx)
+	q := p.ptrs(enc, 0)
+	return o.dequantQ4(out, q[0], q[1], q[2], mtx)
 }
 
 // dequantQ4 queues dequant_q4_f32 over the planes of mtx.Rows rows.

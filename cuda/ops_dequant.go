@@ -19,41 +19,30 @@ func CanDequant(f codecs.Format, dt codecs.DType) bool {
 }
 
 // Dequant queues the decoding of a whole stored tensor of format f, dtype dt
-// and geometry mtx, resident at enc in its stored bytes (docs/codecs.md,
-// "Byte layout"; the plane offsets are f.Planes'), into Rows·K f32 values at
-// out, bit-exact with codecs.DecodeRows (NaN payloads aside: a NaN decodes to
-// a NaN, raw f16/bf16/f32 keep every bit).
+// and geometry mtx, resident at enc in its planar layout (UploadTensor;
+// planar.go), into Rows·K f32 values at out, bit-exact with
+// codecs.DecodeRows of its pack bytes (NaN payloads aside: a NaN decodes to a
+// NaN, raw f16/bf16/f32 keep every bit).
 func (o *Ops) Dequant(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs.Matrix) error {
 	return o.DequantRows(out, enc, f, dt, mtx, 0, mtx.Rows)
 }
 
-// planePtrs returns the device addresses of the planes of rows r0… of a
-// tensor resident at enc: a row plane advanced by r0 rows, a tensor plane
-// (RowBytes 0, nvfp4's global scale) as it is.
-func planePtrs(enc Ptr, planes []codecs.Plane, r0 int64) []Ptr {
-	p := make([]Ptr, len(planes))
-	for i, pl := range planes {
-		p[i] = enc.Add(pl.Offset + r0*pl.RowBytes)
-	}
-	return p
-}
-
-// DequantRows queues the decoding of rows [r0, r0+n) of a stored tensor (as
-// Dequant) into n·K f32 values at out, bit-exact with codecs.DecodeRows of
-// those rows: every row plane is read from row r0 on, with the whole-tensor
-// kernels.
+// DequantRows queues the decoding of rows [r0, r0+n) of a resident tensor
+// (as Dequant) into n·K f32 values at out, bit-exact with codecs.DecodeRows
+// of those rows: every row plane is read from row r0 on, with the
+// whole-tensor kernels.
 func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs.Matrix, r0, n int64) error {
 	if !CanDequant(f, dt) {
 		return fmt.Errorf("cuda: no device decoder for %s %s", f, dt)
 	}
-	planes, err := f.Planes(dt, mtx)
+	pl, err := planarLayout(f, dt, mtx)
 	if err != nil {
 		return err
 	}
 	if r0 < 0 || n < 0 || r0 > mtx.Rows-n {
 		return fmt.Errorf("cuda: rows %d…%d of a %d-row %s tensor", r0, r0+n-1, mtx.Rows, f)
 	}
-	if n > 1<<31 || mtx.K > 1<<31 {
+	if n > 1<<31 || mtx.K > 1<<31 || mtx.Rows > 1<<32-1 {
 		return fmt.Errorf("cuda: %s tensor %d×%d not supported", f, n, mtx.K)
 	}
 	sub := codecs.Matrix{Rows: n, K: mtx.K}
@@ -61,7 +50,7 @@ func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx co
 	if count == 0 {
 		return nil
 	}
-	p := planePtrs(enc, planes, r0)
+	p := pl.ptrs(enc, r0)
 	switch f {
 	case codecs.Raw:
 		switch dt {
@@ -87,9 +76,9 @@ func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx co
 	case codecs.Q8:
 		return m.Launch("dequant_q8_f32", [3]uint32{o.gridFor(count, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
 			p[0], p[1], out, rows, k)
-	case codecs.NVFP4: // one thread per code byte (two values)
+	case codecs.NVFP4: // one thread per code byte (two values); p[2] is the matrix scales' start
 		return m.Launch("dequant_nvfp4_f32", [3]uint32{o.gridFor(count/2, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			p[0], p[1], p[2], out, rows, k)
+			p[0], p[1], p[2], out, rows, k, uint32(r0), uint32(pl.matRows))
 	default: // Q5, Q6
 		return m.Launch("dequant_affine_f32", [3]uint32{o.gridFor(count, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
 			p[0], p[1], p[2], out, rows, k, uint32(f.Bits()))
@@ -97,7 +86,7 @@ func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx co
 }
 
 // Embed queues out[t] = row ids[t] of a stored tensor (format f, dtype dt,
-// geometry mtx, resident at enc) decoded as DequantRows decodes it, times
+// geometry mtx, resident at enc in its planar layout) decoded as DequantRows decodes it, times
 // scale rounded to f32, for t < n (dequant.kern's embed_* gathers). ids holds
 // n row indices as f32 values on the device; an id that is not an integer in
 // [0, Rows) gives a row of NaN (nothing is read out of bounds). Raw f32 is
@@ -106,7 +95,7 @@ func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx cod
 	if !CanDequant(f, dt) {
 		return fmt.Errorf("cuda: no device decoder for %s %s", f, dt)
 	}
-	planes, err := f.Planes(dt, mtx)
+	pl, err := planarLayout(f, dt, mtx)
 	if err != nil {
 		return err
 	}
@@ -124,7 +113,7 @@ func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx cod
 	const block = 256
 	grid, blk := [3]uint32{o.gridFor(total, block), 1, 1}, [3]uint32{block, 1, 1}
 	rows, k, nn := uint32(mtx.Rows), uint32(mtx.K), uint32(n)
-	p := planePtrs(enc, planes, 0)
+	p := pl.ptrs(enc, 0)
 	switch f {
 	case codecs.Raw:
 		kernel := map[codecs.DType]string{codecs.BF16: "embed_bf16_f32", codecs.F16: "embed_f16_f32", codecs.F32: "embed_f32"}[dt]
@@ -132,7 +121,7 @@ func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx cod
 	case codecs.Q8:
 		return m.Launch("embed_q8_f32", grid, blk, 0, p[0], p[1], ids, out, rows, k, nn, scale)
 	case codecs.NVFP4:
-		return m.Launch("embed_nvfp4_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, nn, scale)
+		return m.Launch("embed_nvfp4_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, nn, scale, uint32(pl.matRows))
 	default: // Q4, Q5, Q6
 		return m.Launch("embed_affine_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, uint32(f.Bits()), nn, scale)
 	}

@@ -26,9 +26,10 @@ var gatherFormats = []struct {
 	{codecs.Q4, codecs.F32}, {codecs.Q5, codecs.F32}, {codecs.Q6, codecs.F32}, {codecs.NVFP4, codecs.F32},
 }
 
-// randomTensor returns random bytes for a tensor of f (random scales give
-// NaN, ±Inf and subnormals; q8 gets special f32 row scales on every other
-// row, nvfp4 a random or special scale_2).
+// randomTensor returns random bytes for a tensor of f (random parameters
+// give NaN, ±Inf and subnormals; q8 gets special bf16 row scales on every
+// other row, q4/q5/q6 special deltas and mins on some blocks, nvfp4 random or
+// special matrix scales).
 func randomTensor(t *testing.T, rng *rand.Rand, f codecs.Format, dt codecs.DType, m codecs.Matrix) []byte {
 	t.Helper()
 	size, err := f.EncodedSize(dt, m)
@@ -38,15 +39,16 @@ func randomTensor(t *testing.T, rng *rand.Rand, f codecs.Format, dt codecs.DType
 	enc := randomBytes(rng, size)
 	switch f {
 	case codecs.Q8:
-		sp := planeOf(t, f, m, "scales")
-		for r := int64(0); r < m.Rows; r += 2 {
-			binary.LittleEndian.PutUint32(enc[sp.Offset+4*r:], specialF32[rng.IntN(len(specialF32))])
-		}
+		setQ8Scales(t, rng, enc, dt, m)
+	case codecs.Q4, codecs.Q5, codecs.Q6:
+		setAffineParams(t, rng, enc, f, dt, m)
 	case codecs.NVFP4:
-		if rng.IntN(2) == 0 {
-			gp := planeOf(t, f, m, "global")
-			binary.LittleEndian.PutUint32(enc[gp.Offset:], specialScale2[rng.IntN(len(specialScale2))])
-		}
+		setMatScales(t, enc, dt, m, func(int64) uint32 {
+			if rng.IntN(2) == 0 {
+				return specialScale2[rng.IntN(len(specialScale2))]
+			}
+			return rng.Uint32()
+		})
 	}
 	return enc
 }
@@ -60,11 +62,11 @@ func TestEmbedGather(t *testing.T) {
 	d, ops := device(t)
 	rng := rand.New(rand.NewPCG(41, 42))
 	shapes := []codecs.Matrix{{Rows: 1, K: 32}, {Rows: 5, K: 96}, {Rows: 9, K: 16}, {Rows: 17, K: 2816},
-		{Rows: 3, K: 33}, {Rows: 1, K: 1}, {Rows: 300, K: 160}}
+		{Rows: 3, K: 33}, {Rows: 1, K: 1}, {Rows: 300, K: 160}, {Rows: 24, K: 64, Mats: 6}}
 	nan := float32(math.NaN())
 	for _, fd := range gatherFormats {
 		for _, m := range shapes {
-			if _, err := fd.f.Planes(fd.dt, m); err != nil {
+			if _, err := fd.f.Layout(fd.dt, m); err != nil {
 				continue // K not a multiple of the format's group
 			}
 			enc := randomTensor(t, rng, fd.f, fd.dt, m)
@@ -80,7 +82,7 @@ func TestEmbedGather(t *testing.T) {
 			}
 			ids = append(ids, ids[2]) // a repeated id
 			n := len(ids)
-			eb := upload(t, d, enc)
+			eb := uploadTensor(t, ops, fd.f, fd.dt, m, enc)
 			ib := upload(t, d, ids)
 			ob, err := d.Alloc(4 * (int64(n)*m.K + 1))
 			if err != nil {
@@ -129,59 +131,50 @@ func TestEmbedGather(t *testing.T) {
 
 // TestDequantRows checks Ops.DequantRows (SoftEmbed's bands) bit for bit
 // against codecs.DecodeRows of the same rows, for every device format on
-// random bytes and on encoder output, bands at the start, middle and end.
+// random bytes and on encoder output, bands at the start, middle and end, of
+// a matrix and of a stack of matrices (nvfp4's scale per matrix).
 func TestDequantRows(t *testing.T) {
 	d, ops := device(t)
 	rng := rand.New(rand.NewPCG(43, 44))
-	m := codecs.Matrix{Rows: 37, K: 160}
-	bands := [][2]int64{{0, 37}, {0, 1}, {5, 1}, {11, 20}, {36, 1}, {30, 7}, {17, 0}}
-	for _, fd := range gatherFormats {
-		encs := map[string][]byte{"random bytes": randomTensor(t, rng, fd.f, fd.dt, m)}
-		if fd.f != codecs.Raw {
-			encs["encoded"] = encodeFormat(t, rng, fd.f, m)
-		}
-		for what, enc := range encs {
-			eb := upload(t, d, enc)
-			ob, err := d.Alloc(4 * (m.Elements() + 1))
-			if err != nil {
-				t.Fatal(err)
+	for _, m := range []codecs.Matrix{{Rows: 37, K: 160}, {Rows: 36, K: 160, Mats: 4}} {
+		R := m.Rows
+		bands := [][2]int64{{0, R}, {0, 1}, {5, 1}, {11, 20}, {R - 1, 1}, {R - 7, 7}, {17, 0}, {8, 10}}
+		for _, fd := range gatherFormats {
+			encs := map[string][]byte{"random bytes": randomTensor(t, rng, fd.f, fd.dt, m)}
+			if fd.f != codecs.Raw {
+				encs["encoded"] = encodeFormatWith(t, rng, fd.f, m, codecs.Search, []float64{1, 30, 0.01, 5})
 			}
-			for _, b := range bands {
-				r0, n := b[0], b[1]
-				want := make([]float32, n*m.K)
-				if err := codecs.DecodeRows(fd.f, fd.dt, m, enc, r0, n, want); err != nil {
+			for what, enc := range encs {
+				eb := uploadTensor(t, ops, fd.f, fd.dt, m, enc)
+				ob, err := d.Alloc(4 * (m.Elements() + 1))
+				if err != nil {
 					t.Fatal(err)
 				}
-				tail := []float32{-5}
-				if err := ob.UploadAt(4*n*m.K, Bytes(tail)); err != nil {
-					t.Fatal(err)
-				}
-				if err := ops.DequantRows(ob.Ptr(), eb.Ptr(), fd.f, fd.dt, m, r0, n); err != nil {
-					t.Fatalf("%s %s rows %d+%d: %v", fd.f, fd.dt, r0, n, err)
-				}
-				got := download[float32](t, ob, int(n*m.K)+1)
-				bad := 0
-				for i := range want {
-					if !sameBits(got[i], want[i]) {
-						if bad < 5 {
-							t.Errorf("%s %s %s rows %d+%d: [%d] = %#08x, want %#08x", fd.f, fd.dt, what, r0, n, i,
-								math.Float32bits(got[i]), math.Float32bits(want[i]))
-						}
-						bad++
+				for _, b := range bands {
+					r0, n := b[0], b[1]
+					want := make([]float32, n*m.K)
+					if err := codecs.DecodeRows(fd.f, fd.dt, m, enc, r0, n, want); err != nil {
+						t.Fatal(err)
+					}
+					tail := []float32{-5}
+					if err := ob.UploadAt(4*n*m.K, Bytes(tail)); err != nil {
+						t.Fatal(err)
+					}
+					if err := ops.DequantRows(ob.Ptr(), eb.Ptr(), fd.f, fd.dt, m, r0, n); err != nil {
+						t.Fatalf("%s %s rows %d+%d: %v", fd.f, fd.dt, r0, n, err)
+					}
+					got := download[float32](t, ob, int(n*m.K)+1)
+					compareBits(t, fmt.Sprintf("%s %s %d×%d/%d %s rows %d+%d", fd.f, fd.dt, m.Rows, m.K, m.Matrices(), what, r0, n), got[:n*m.K], want, false)
+					if got[n*m.K] != -5 {
+						t.Errorf("%s %s rows %d+%d: wrote past the band", fd.f, fd.dt, r0, n)
 					}
 				}
-				if got[n*m.K] != -5 {
-					t.Errorf("%s %s rows %d+%d: wrote past the band", fd.f, fd.dt, r0, n)
+				if err := ops.DequantRows(ob.Ptr(), eb.Ptr(), fd.f, fd.dt, m, R-7, 8); err == nil {
+					t.Errorf("%s %s: rows %d+8 of %d accepted", fd.f, fd.dt, R-7, R)
 				}
-				if bad > 0 {
-					t.Errorf("%s %s %s rows %d+%d: %d values differ", fd.f, fd.dt, what, r0, n, bad)
-				}
+				eb.Free()
+				ob.Free()
 			}
-			if err := ops.DequantRows(ob.Ptr(), eb.Ptr(), fd.f, fd.dt, m, 30, 8); err == nil {
-				t.Errorf("%s %s: rows 30+8 of 37 accepted", fd.f, fd.dt)
-			}
-			eb.Free()
-			ob.Free()
 		}
 	}
 }
@@ -385,7 +378,7 @@ func TestOpsRealShapes(t *testing.T) {
 				binary.LittleEndian.PutUint16(enc[2*i:], uint16(math.Float32bits(x)>>16))
 			}
 		} else {
-			if enc, _, err = codecs.EncodeTensor(f, codecs.F32, m, Bytes(src)); err != nil {
+			if enc, _, err = codecs.EncodeTensor(f, codecs.F32, m, codecs.Search, Bytes(src)); err != nil {
 				t.Fatal(err)
 			}
 			dt = codecs.F32

@@ -267,6 +267,11 @@ func orphanFiles(dir string, m *Manifest) []Finding {
 	for _, f := range m.SideFiles() {
 		known[f.Name] = true
 	}
+	for _, f := range m.ExternalFiles {
+		if f.Role == RolePackBin && !filepath.IsAbs(f.Path) && filepath.Dir(filepath.FromSlash(f.Path)) == "." {
+			known[filepath.Base(f.Path)] = true // another pack's blob kept beside this one's
+		}
+	}
 	var out []Finding
 	for _, e := range entries {
 		n := e.Name()

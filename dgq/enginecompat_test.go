@@ -155,7 +155,7 @@ func TestMinMaxMatchesEngineWriter(t *testing.T) {
 					t.Fatal(err)
 				}
 				compareEngineFields(t, em, dm)
-				if dm.DGQ.Encoder != codecs.MinMax || dm.DGQ.DGQOnly != "" {
+				if dm.DGQ.Encoder == nil || *dm.DGQ.Encoder != codecs.MinMax || dm.DGQ.DGQOnly != "" {
 					t.Errorf("dgq object %+v", dm.DGQ)
 				}
 			})

@@ -88,7 +88,10 @@ func Inspect(dir string) (*PackInfo, error) {
 		info.CustomClasses = map[string]string{}
 	}
 	if ext := m.DGQ; ext != nil {
-		info.Generator, info.Encoder, info.DGQOnly, info.LocalBlobSize = ext.Generator, ext.Encoder.String(), ext.DGQOnly, ext.LocalBlobSize
+		info.Generator, info.DGQOnly, info.LocalBlobSize = ext.Generator, ext.DGQOnly, ext.LocalBlobSize
+		if ext.Encoder != nil {
+			info.Encoder = ext.Encoder.String()
+		}
 		info.Overrides = append(info.Overrides, ext.Overrides...)
 		info.Files = append(info.Files, ext.Files...)
 	}

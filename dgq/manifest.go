@@ -73,7 +73,9 @@ type Extension struct {
 	Generator string            `json:"generator"`
 	Profile   string            `json:"profile"` // dgq's profile name (bf16, q4, q5, q6, nvfp4, nvfp4x)
 	Overrides []layout.Override `json:"overrides"`
-	Encoder   codecs.Method     `json:"encoder"`
+	// Encoder is how the quantized tensors were chosen (nil when unknown:
+	// a pack repacked from one dgq did not write).
+	Encoder *codecs.Method `json:"encoder,omitempty"`
 	// Source records the Hugging Face snapshot the pack was made from, when
 	// it was made from one.
 	Source   *BaseModel `json:"source,omitempty"`
@@ -329,8 +331,11 @@ func (m *Manifest) DGQProfile() string {
 	if m.DGQ != nil && m.DGQ.Profile != "" {
 		return m.DGQ.Profile
 	}
-	if m.Profile == "nvfp4_experts" {
+	switch m.Profile {
+	case "nvfp4_experts":
 		return string(layout.ProfileNVFP4X)
+	case "q5": // the engine's q5 profile stores q4_block experts
+		return string(layout.ProfileQ4)
 	}
 	return m.Profile
 }
@@ -338,10 +343,10 @@ func (m *Manifest) DGQProfile() string {
 // RunsOn lists the runtimes that can load the pack: dgq always, the engine
 // ("diffgemma") unless the pack is dgq-only.
 func (m *Manifest) RunsOn() []string {
-	if m.Version == VersionDGQOnly {
-		return []string{"dgq"}
+	if m.Version >= VersionAffine && m.Version <= VersionCustom {
+		return []string{"dgq", "diffgemma"}
 	}
-	return []string{"dgq", "diffgemma"}
+	return []string{"dgq"}
 }
 
 // ParseManifest decodes a manifest. It fails only when the document is not
@@ -373,7 +378,17 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	}
 	m := &Manifest{Version: *w.Version, Profile: *w.Profile, SourceModel: *w.SourceModel, Blob: *w.Blob,
 		ExpertSplit: w.ExpertSplit, LocalExpertSplit: w.LocalExpertSplit, BaseModel: w.BaseModel,
-		ExternalFiles: w.ExternalFiles, CustomClasses: w.CustomClasses, DGQ: w.DGQ}
+		ExternalFiles: w.ExternalFiles, CustomClasses: w.CustomClasses}
+	if len(w.DGQ) > 0 && string(w.DGQ) != "null" {
+		// dgq's own object: a damaged one is a finding, not an unreadable
+		// manifest (the engine ignores it).
+		var ext Extension
+		if err := json.Unmarshal(w.DGQ, &ext); err != nil {
+			m.decodeFindings = append(m.decodeFindings, Finding{Kind: KindManifest, Message: fmt.Sprintf("dgq object is malformed and ignored: %v", err)})
+		} else {
+			m.DGQ = &ext
+		}
+	}
 	m.Tensors = make([]Tensor, len(w.Tensors))
 	for i, wt := range w.Tensors {
 		t, err := m.decodeTensor(i, wt)
@@ -397,7 +412,7 @@ type wireManifest struct {
 	ExternalFiles    ExternalFiles     `json:"external_files"`
 	CustomClasses    map[string]string `json:"custom_classes"`
 	Tensors          []wireTensor      `json:"tensors"`
-	DGQ              *Extension        `json:"dgq"`
+	DGQ              json.RawMessage   `json:"dgq"`
 }
 
 // missing names the first required key that is absent.

@@ -243,7 +243,7 @@ func newManifest(plan *layout.Plan, tensors []Tensor, files []File, source sourc
 			Generator: "dgq " + Version,
 			Profile:   string(plan.Profile),
 			Overrides: plan.Overrides,
-			Encoder:   method,
+			Encoder:   &method,
 			BlobSize:  plan.BlobSize,
 			Files:     files,
 			DGQOnly:   plan.EngineIncompatibility(),

@@ -27,7 +27,8 @@ func Validate(m *Manifest, blobSize int64) []Finding {
 	if v.local < 0 || (blobSize >= 0 && blobSize < v.local) {
 		v.local = blobSize
 	}
-	if v.local < 0 {
+	v.localKnown = v.local >= 0
+	if !v.localKnown {
 		v.local = 1<<63 - 1
 	}
 	v.findings = append(v.findings, m.decodeFindings...)
@@ -41,12 +42,13 @@ func Validate(m *Manifest, blobSize int64) []Finding {
 }
 
 type validator struct {
-	m        *Manifest
-	end      int64 // canonical size: the end of the last tensor
-	bound    int64 // canonical bytes addressable: end, or less when a self-contained blob file is short
-	local    int64 // bytes of the pack's own blob file that sources may address
-	layered  bool
-	findings []Finding
+	m          *Manifest
+	end        int64 // canonical size: the end of the last tensor
+	bound      int64 // canonical bytes addressable: end, or less when a self-contained blob file is short
+	local      int64 // bytes of the pack's own blob file that sources may address
+	localKnown bool  // whether local is the blob file's size (or the recorded one)
+	layered    bool
+	findings   []Finding
 }
 
 func (v *validator) add(tensor, kind, format string, args ...any) {
@@ -150,7 +152,9 @@ func (v *validator) tensors() {
 	if v.layered && m.Version < VersionLayered {
 		v.add("", KindVersion, "a layered pack needs version >= %d, manifest says %d", VersionLayered, m.Version)
 	}
-	if len(m.CustomClasses) > 0 && m.Version < VersionCustom {
+	// The engine's repack --overlay writes custom classes under version 3;
+	// every other writer of custom_classes uses 4.
+	if len(m.CustomClasses) > 0 && m.Version < VersionCustom && !(v.layered && m.Version == VersionLayered) {
 		v.add("", KindVersion, "custom_classes need version %d, manifest says %d", VersionCustom, m.Version)
 	}
 	if dgqOnly != "" {
@@ -225,14 +229,17 @@ func (v *validator) layout() {
 	}
 	expertFormat := codecs.FormatInvalid
 	split, hasSplit := m.Split()
+	if hasSplit && !slices.ContainsFunc(m.Tensors, func(t Tensor) bool { return t.Class == layout.Experts }) {
+		v.add("", KindExpertSplit, "expert_split %d without expert tensors (writers omit it then)", split)
+	}
 	for _, t := range m.Tensors {
 		isExpert := t.Class == layout.Experts
 		switch {
 		case !hasSplit:
 		case isExpert && t.Offset < split:
 			v.add(t.Name, KindExpertSplit, "expert tensor at %d lies before expert_split %d", t.Offset, split)
-		case !isExpert && t.Class != layout.ClassInvalid && t.Offset >= split && t.Size > 0:
-			v.add(t.Name, KindExpertSplit, "%s tensor at %d lies in the expert tail (expert_split %d)", t.Class, t.Offset, split)
+		case !isExpert && t.Class != layout.ClassInvalid && t.Size > 0 && t.Offset >= 0 && t.Offset < (1<<63-1)-t.Size && t.Offset+t.Size > split:
+			v.add(t.Name, KindExpertSplit, "%s tensor [%d, %d) reaches into the expert tail (expert_split %d)", t.Class, t.Offset, t.Offset+t.Size, split)
 		}
 		if isExpert && t.Format.Valid() {
 			if expertFormat == codecs.FormatInvalid {
@@ -286,10 +293,20 @@ func (v *validator) layeredRules() {
 	if hf && (m.BaseModel == nil || m.BaseModel.Repo == "" || m.BaseModel.Revision == "") {
 		v.add("", KindSource, "hf_safetensors files need base_model with repo and revision")
 	}
+	if lsplit >= 0 && v.localKnown && v.local-lsplit != v.end-split {
+		v.add("", KindExpertSplit, "the local blob holds %d bytes from local_expert_split %d, the canonical tail is %d bytes (the engine maps the tail only when they are equal)", v.local-lsplit, lsplit, v.end-split)
+	}
+	var local []region
 	for _, t := range m.Tensors {
 		s := t.Source
 		if s == nil {
-			continue // bytes at their canonical offset in the pack's own blob
+			// bytes at their canonical offset in the pack's own (local) blob
+			if end, carry := bits.Add64(uint64(max(t.Offset, 0)), uint64(max(t.Size, 0)), 0); carry != 0 || end > uint64(v.local) {
+				v.add(t.Name, KindBounds, "entry without a source: bytes [%d, +%d) extend past the local blob end %d", t.Offset, t.Size, v.local)
+			} else if t.Size > 0 {
+				local = append(local, region{t.Offset, int64(end)})
+			}
+			continue
 		}
 		if s.Offset < 0 {
 			v.add(t.Name, KindSource, "source %q has no valid offset", s.Kind)
@@ -303,6 +320,8 @@ func (v *validator) layeredRules() {
 			}
 			if carry != 0 || end > uint64(v.local) {
 				v.add(t.Name, KindBounds, "local bytes [%d, +%d) extend past the local blob end %d", s.Offset, t.Size, v.local)
+			} else if t.Size > 0 {
+				local = append(local, region{s.Offset, int64(end)})
 			}
 			if t.Class == layout.Experts && lsplit >= 0 && s.Offset-lsplit != t.Offset-split {
 				v.add(t.Name, KindExpertSplit, "local offset %d does not mirror the canonical tail (want %d)", s.Offset, lsplit+t.Offset-split)
@@ -319,6 +338,12 @@ func (v *validator) layeredRules() {
 			}
 		default:
 			v.add(t.Name, KindSource, "source kind %q is neither local nor external", s.Kind)
+		}
+	}
+	sort.Slice(local, func(a, b int) bool { return local[a].start < local[b].start })
+	for i := 1; i < len(local); i++ {
+		if local[i].start < local[i-1].end {
+			v.add("", KindOverlap, "local blob bytes [%d, %d) are used by two tensors", local[i].start, min(local[i].end, local[i-1].end))
 		}
 	}
 }

@@ -24,8 +24,11 @@ var engineFormats = map[Class][]codecs.Format{
 // EngineRuns reports whether the engine has a kernel for a tensor of class c
 // stored in f with the given rank (locked classes: raw only).
 func EngineRuns(c Class, f codecs.Format, rank int) bool {
-	if f == codecs.Q8 && rank != 2 {
-		return false
+	switch {
+	case f == codecs.Q8 && rank != 2:
+		return false // the engine writes and reads q8_row matrices only
+	case f.Quantized() && rank != 2 && rank != 3:
+		return false // its block kinds are matrices or expert stacks
 	}
 	if c.Locked() {
 		return f == codecs.Raw

@@ -80,6 +80,11 @@ func resolvePackBin(packDir string, f dgq.ExternalFile) (string, error) {
 	if st.Size() != f.Size {
 		return "", fmt.Errorf("overlay: external file %s is %d bytes, the pack pins %d", p, st.Size(), f.Size)
 	}
+	if f.HeaderSHA256 != "" { // the engine checks it for every role when present
+		if digest, _, err := hfcache.FileHeaderDigest(real); err != nil || digest != f.HeaderSHA256 {
+			return "", fmt.Errorf("overlay: external file %s does not match its pinned header_sha256 %s", p, short(f.HeaderSHA256))
+		}
+	}
 	return real, nil
 }
 

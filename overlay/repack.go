@@ -83,11 +83,13 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	s := newStreamer()
 	external := map[string]hfcache.TensorRef{}
 	var mismatched []string
-	for _, t := range m.Tensors {
+	digests := make([]string, len(m.Tensors))
+	for i, t := range m.Tensors {
 		ref, inBase := base[t.Name]
 		same := t.Format == codecs.Raw && inBase && ref.DType == t.DType && ref.Size == t.Size
 		var pos int64
-		err := s.stream(ctx, p.Blob, t.Offset, t.Size, t.Digest, func(chunk []byte) error {
+		var err error
+		digests[i], err = s.stream(ctx, p.Blob, t.Offset, t.Size, t.Digest, true, func(chunk []byte) error {
 			if same {
 				same = bytes.Equal(chunk, ref.Bytes()[pos:pos+int64(len(chunk))])
 				ref.Shard.Release(ref.Offset+pos, int64(len(chunk)))
@@ -126,6 +128,9 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	out, err := rewrittenManifest(m, o.Pack)
 	if err != nil {
 		return nil, err
+	}
+	for i := range out.Tensors {
+		out.Tensors[i].Digest = digests[i] // verified, or computed for a pack without digests
 	}
 	if out.ExternalFiles, err = externalFiles(external, snap, &out); err != nil {
 		return nil, err
@@ -262,18 +267,14 @@ func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir s
 	}
 	prog.Start("write", total)
 	s := newStreamer()
-	for _, t := range m.Tensors {
+	for i, t := range m.Tensors {
 		off, ok := offsets[t.Name]
 		if !ok {
 			continue
 		}
 		r, srcOff := from(t)
 		pos := off
-		want := ""
-		if verify {
-			want = t.Digest
-		}
-		err := s.stream(ctx, r, srcOff, t.Size, want, func(chunk []byte) error {
+		digest, err := s.stream(ctx, r, srcOff, t.Size, t.Digest, verify, func(chunk []byte) error {
 			if _, err := w.WriteAt(chunk, pos); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
@@ -283,6 +284,9 @@ func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir s
 		})
 		if err != nil {
 			return fmt.Errorf("overlay: tensor %s: %w", t.Name, err)
+		}
+		if verify {
+			m.Tensors[i].Digest = digest // verified, or computed for a pack without digests
 		}
 	}
 	prog.Finish()

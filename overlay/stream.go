@@ -17,35 +17,37 @@ type streamer struct{ buf []byte }
 
 func newStreamer() *streamer { return &streamer{buf: make([]byte, streamChunk)} }
 
-// stream reads size bytes at off of r in chunks, hands each to fn, and checks
-// the BLAKE3 digest of the whole against want (a mismatch is dgq.ErrInvalid);
-// an empty want skips the check (the caller verified these bytes already).
-func (s *streamer) stream(ctx context.Context, r io.ReaderAt, off, size int64, want string, fn func([]byte) error) error {
+// stream reads size bytes at off of r in chunks, hands each to fn, and,
+// when hash is set, returns the BLAKE3 digest of the whole, checked against
+// want unless want is empty (a mismatch is dgq.ErrInvalid). A tensor without
+// a digest (the engine records none) gets the one computed here.
+func (s *streamer) stream(ctx context.Context, r io.ReaderAt, off, size int64, want string, hash bool, fn func([]byte) error) (string, error) {
 	var h *blake3.Hasher
-	if want != "" {
+	if hash {
 		h = blake3.New()
 	}
 	for pos := int64(0); pos < size; {
 		if err := ctx.Err(); err != nil {
-			return err
+			return "", err
 		}
 		chunk := s.buf[:min(int64(len(s.buf)), size-pos)]
 		if err := readFull(r, chunk, off+pos); err != nil {
-			return fmt.Errorf("read at %d: %w", off+pos, err)
+			return "", fmt.Errorf("read at %d: %w", off+pos, err)
 		}
 		if h != nil {
 			h.Write(chunk)
 		}
 		if err := fn(chunk); err != nil {
-			return err
+			return "", err
 		}
 		pos += int64(len(chunk))
 	}
 	if h == nil {
-		return nil
+		return "", nil
 	}
-	if got := fmt.Sprintf("%x", h.Sum(nil)); got != want {
-		return fmt.Errorf("%w: content does not match its digest (run dgq audit)", dgq.ErrInvalid)
+	got := fmt.Sprintf("%x", h.Sum(nil))
+	if want != "" && got != want {
+		return "", fmt.Errorf("%w: content does not match its digest (run dgq audit)", dgq.ErrInvalid)
 	}
-	return nil
+	return got, nil
 }

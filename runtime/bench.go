@@ -34,13 +34,17 @@ type BenchTiming struct {
 
 // BenchReport is the result of Bench.
 type BenchReport struct {
-	Backend     string        `json:"backend"`
-	Precision   string        `json:"precision"`
-	Device      string        `json:"device"`
-	Layers      int           `json:"layers"`
-	WeightBytes int64         `json:"weight_bytes"`
-	LoadSeconds float64       `json:"load_s"`
-	Timings     []BenchTiming `json:"timings"`
+	Backend     string  `json:"backend"`
+	Precision   string  `json:"precision"`
+	Device      string  `json:"device"`
+	Layers      int     `json:"layers"`
+	WeightBytes int64   `json:"weight_bytes"`
+	LoadSeconds float64 `json:"load_s"`
+	// UploadSeconds is the part of LoadSeconds spent putting every weight
+	// on the backend in its preferred layout (a GPU re-lays the pack's
+	// blocks as it uploads them); 0 on the CPU.
+	UploadSeconds float64       `json:"upload_s"`
+	Timings       []BenchTiming `json:"timings"`
 	// Profile holds, per timed operation, each backend op's total time in
 	// one synchronized run (BenchOptions.Profile).
 	Profile map[string][]OpTime `json:"profile,omitempty"`
@@ -88,6 +92,7 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 		return nil, err
 	}
 	rep.LoadSeconds = time.Since(t0).Seconds()
+	rep.UploadSeconds = s.UploadSeconds
 
 	rng := rand.New(rand.NewPCG(o.Seed, 0x62656e6368))
 	ids := func(n int) []int {

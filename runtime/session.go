@@ -27,8 +27,11 @@ type Session struct {
 	Engine    *Engine
 	Tokenizer *tokenizer.Tokenizer // nil when the pack has no tokenizer.json
 	GenConfig *GenerationConfig
-	tokCfg    []byte // tokenizer_config.json, for the chat format
-	backend   Backend
+	// UploadSeconds is how long putting the weights on the backend took
+	// (the Engine's upload, synchronized); 0 without an Engine.
+	UploadSeconds float64
+	tokCfg        []byte // tokenizer_config.json, for the chat format
+	backend       Backend
 }
 
 // LoadOptions configures Load.
@@ -74,9 +77,14 @@ func Load(dir string, o LoadOptions) (*Session, error) {
 		return fail(err)
 	}
 	if be != nil {
+		t0 := time.Now()
 		if s.Engine, err = NewEngine(s.Model, be); err != nil {
 			return fail(err)
 		}
+		if err := be.Sync(); err != nil {
+			return fail(err)
+		}
+		s.UploadSeconds = time.Since(t0).Seconds()
 	}
 	s.GenConfig = DefaultGenerationConfig()
 	if data, err := w.ReadFile("generation_config.json"); err == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,13 +84,15 @@ func TestQuantizeInspectAuditContract(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
 		t.Fatalf("inspect --json is not one JSON object: %v", err)
 	}
-	for _, k := range []string{"format_version", "profile", "layered", "blob", "blob_size", "expert_split", "tensors", "external_files"} {
+	for _, k := range []string{"format_version", "profile", "layered", "blob", "blob_size", "expert_split", "tensors", "external_files", "runs_on"} {
 		if _, ok := info[k]; !ok {
 			t.Errorf("inspect --json lacks %q", k)
 		}
 	}
-	if info["layered"] != false || info["profile"] != "nvfp4x" || info["format_version"].(float64) != 2 {
-		t.Errorf("inspect values: layered %v profile %v version %v", info["layered"], info["profile"], info["format_version"])
+	// nvfp4x with an override: the engine's q4 profile with custom classes, version 4, which the engine runs.
+	if info["layered"] != false || info["profile"] != "nvfp4x" || info["format_version"].(float64) != 4 ||
+		fmt.Sprint(info["runs_on"]) != "[dgq diffgemma]" {
+		t.Errorf("inspect values: layered %v profile %v version %v runs_on %v", info["layered"], info["profile"], info["format_version"], info["runs_on"])
 	}
 	tensors := info["tensors"].([]any)
 	classes := map[string]bool{}
@@ -105,7 +108,7 @@ func TestQuantizeInspectAuditContract(t *testing.T) {
 		}
 		classes[tn["class"].(string)+"/"+tn["format"].(string)] = true
 	}
-	for _, want := range []string{"experts/nvfp4", "attn/q8", "sc/q8", "embed/raw", "dense/raw"} {
+	for _, want := range []string{"experts/nvfp4_block", "attn/q8_row", "sc/q8_row", "embed/raw", "dense/raw"} {
 		if !classes[want] {
 			t.Errorf("no %s tensor in %v", want, classes)
 		}

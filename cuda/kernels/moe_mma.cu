@@ -4,15 +4,22 @@
 // the bf16 narrowing of matMulFast. CUDA-specific (NVRTC, sm_80 or later,
 // no includes); docs/cuda.md, "MoE", describes the design.
 //
-// Arithmetic. A q4 weight is w = f32(code·scale) + bias per group of 32
-// (docs/codecs.md), scale and bias fp16. The GEMM decodes it in registers as
-// fp16: hfma2(code, scale, bias), one rounding of the exact code·scale + bias
-// to fp16 (relative error ≤ 2⁻¹¹). Activations are rounded to fp16 after a
-// per-row power-of-two scaling that puts the row's largest |value| in
-// [2¹⁴, 2¹⁵) (so no row overflows or loses precision to fp16's range; the
-// scaling is exact and undone in f32 on the result). Products accumulate in
-// f32. So the only roundings beyond f32 are one fp16 rounding of each weight
-// and of each activation (2⁻¹¹ each, against bf16's 2⁻⁹).
+// Arithmetic. A q4 weight is w = f32(code·δ) + m per group of 32
+// (docs/codecs.md), δ (delta, "scale") and m (min, "bias") bf16 in the
+// resident planar layout (relayout.kern). The GEMM stages δ and m rounded to
+// fp16 (to nearest even: δ' = δ(1 + e1), m' = m(1 + e2), |e| ≤ 2⁻¹¹ where
+// they are normal fp16 numbers; below 2⁻¹⁴ the error is at most 2⁻²⁵
+// absolute; above 65504 they overflow to ±Inf, which no trained weight's
+// parameters reach) and decodes in registers as fp16: hfma2(code, δ', m'),
+// one more rounding (e3). So |ŵ − w| ≤ 2⁻¹¹·(|code·δ| + |m| + |ŵ|) + O(2⁻²²):
+// about 2⁻¹¹ of the group's range rather than of |w| itself, which the f32
+// accumulation over many products averages down (docs/cuda.md measures it).
+// Activations are rounded to fp16 after a per-row power-of-two scaling that
+// puts the row's largest |value| in [2¹⁴, 2¹⁵) (so no row overflows or loses
+// precision to fp16's range; the scaling is exact and undone in f32 on the
+// result). Products accumulate in f32. So the only roundings beyond f32 are
+// those of each weight (above) and one fp16 rounding of each activation
+// (2⁻¹¹, against bf16's 2⁻⁹).
 //
 // Packed activations (moe_pack_f16). Rows of kd fp16 values; within every
 // run of 8 (elements 8c…8c+7) they are stored in the order 0,4,1,5,2,6,3,7,
@@ -43,8 +50,9 @@
 // table: one expert's run of at most BMT pairs, 128-row slice of that
 // expert's weight): the block streams its 128 weight rows over the whole
 // reduction width once, in chunks of BKG groups of 32, with cp.async into a
-// STAGES-deep ring in shared memory (codes 16 B per row and group, fp16
-// scales and biases, and the pairs' packed activations gathered by token),
+// STAGES-deep ring in shared memory (codes 16 B per row and group, the
+// bf16 deltas and mins, converted to fp16 once staged, and the pairs' packed
+// activations gathered by token),
 // and every warp reuses each staged chunk for all of its pairs. Warp w owns
 // weight rows 32·(w mod 4) … +31 (two m16 tiles) and pairs 8·TPW·(w div 4)
 // … (TPW n8 tiles); it decodes its A fragments once per group and runs them
@@ -133,6 +141,13 @@ __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
 	u32 d;
 	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
 	return d;
+}
+// fp16 bits of the bf16 value with bits b (low 16 bits), round to nearest
+// even (the q4 parameters' staging: see Arithmetic above).
+__device__ __forceinline__ u32 bf2h(u32 b) {
+	u16 h;
+	asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(__uint_as_float((b & 0xffffu) << 16)));
+	return h;
 }
 // bf16 of f, round to nearest even.
 __device__ __forceinline__ u16 f2bf16(float f) {
@@ -464,7 +479,7 @@ __device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
 	const u32 nch = (G + BKG - 1u) / BKG;
 	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);
 	const u64 rowBytes = (u64)kd >> 1;
-	const u64 halves = (u64)wrows * G; // fp16 values per scale/bias plane
+	const u64 halves = (u64)wrows * G; // 16-bit values per delta/min plane
 	const u32 LEN = q4_sb_len(SBR, G);
 	if (dyn_smem_size() < RING + 2u * NRUN * LEN * 2u) trap_now();
 	u16* sbs = (u16*)(smem + RING);
@@ -569,6 +584,12 @@ __device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
 	for (u32 c = 0; c < nch; c++) {
 		cp_async_wait<STAGES - 2>();
 		block_sync();
+		if (c == 0u) {
+			// The prologue's group (the deltas and mins of every run) has
+			// landed: round them to fp16 in place (sbb follows sbs).
+			for (u32 i = tid; i < 2u * NRUN * LEN; i += NT) sbs[i] = (u16)bf2h(sbs[i]);
+			block_sync();
+		}
 		{
 			u32 cn = c + STAGES - 1u;
 			if (cn < nch) {
@@ -636,7 +657,7 @@ __device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
 	const u32 nch = (G + BKG - 1u) / BKG;
 	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);
 	const u64 rowBytes = (u64)kd >> 1;
-	const u64 halves = (u64)wrows * G; // fp16 values per scale/bias plane
+	const u64 halves = (u64)wrows * G; // 16-bit values per delta/min plane
 
 	for (u32 t = tid; t < (u32)BMT; t += NT) {
 		u32 row = 0u;
@@ -744,10 +765,10 @@ __device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
 				u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
 				const u8* sr = ss + r * (u32)(SBW * 4) + 2u * (u32)gi;
 				const u8* sr8 = ss + (r + 8u) * (u32)(SBW * 4) + 2u * (u32)gi;
-				u32 sa2 = lds16(sr + 2u * shf[rb][0]) * 0x10001u;
-				u32 ba2 = lds16(sr + SB + 2u * shf[rb][0]) * 0x10001u;
-				u32 sb2 = lds16(sr8 + 2u * shf[rb][1]) * 0x10001u;
-				u32 bb2 = lds16(sr8 + SB + 2u * shf[rb][1]) * 0x10001u;
+				u32 sa2 = bf2h(lds16(sr + 2u * shf[rb][0])) * 0x10001u;
+				u32 ba2 = bf2h(lds16(sr + SB + 2u * shf[rb][0])) * 0x10001u;
+				u32 sb2 = bf2h(lds16(sr8 + 2u * shf[rb][1])) * 0x10001u;
+				u32 bb2 = bf2h(lds16(sr8 + SB + 2u * shf[rb][1])) * 0x10001u;
 				q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
 				q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
 			}

@@ -7,8 +7,9 @@
 // of one expert (an entry of the tile table) against 64 weight rows of that
 // expert, over the whole reduction width kd in steps of two q4 groups (64;
 // kd % 64 == 0). Every step stages, with cp.async in a 4-deep pipeline, the
-// 64 rows' 32 code bytes and two fp16 scales and biases, and the pairs' 64
-// bf16 activations into shared memory.
+// 64 rows' 32 code bytes and two bf16 deltas and mins (the resident planar
+// layout, relayout.kern), and the pairs' 64 bf16 activations into shared
+// memory.
 // Each of the 4 warps owns 16 weight rows (two n8 tiles) and every m16 tile
 // of pairs: it decodes its B fragments from the staged codes exactly as the
 // codec does (f32(code·scale) + bias), rounds them to bf16, and runs
@@ -36,7 +37,7 @@ typedef unsigned long long u64;
 #define TL_N 64   // weight rows per block
 #define TL_S 4    // pipeline stages
 #define TL_AS 72  // bf16 per staged activation row (64 + 8: conflict-free fragment loads)
-// A stage: codes [TL_N][32 B], scales [TL_N][2] and biases [TL_N][2] fp16,
+// A stage: codes [TL_N][32 B], scales [TL_N][2] and biases [TL_N][2] bf16,
 // activations [TL_M][TL_AS] bf16.
 #define TL_SC (TL_N * 32)
 #define TL_BI (TL_SC + TL_N * 4)
@@ -63,11 +64,8 @@ __device__ __forceinline__ void cp4(void* dst, const void* src, bool ok) {
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(TL_S - 2)); }
 
-__device__ __forceinline__ float tl_f16(u16 h) {
-	float f;
-	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-	return f;
-}
+// bf16 bits → f32 (exact).
+__device__ __forceinline__ float tl_bf16(u32 h) { return __uint_as_float((h & 0xffffu) << 16); }
 __device__ __forceinline__ u32 tl_bf16x2(float lo, float hi) {
 	u32 d;
 	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
@@ -177,8 +175,8 @@ __device__ __forceinline__ void tl_kernel(const u8* __restrict__ codes, const u1
 			tl_v4 c0 = *(const tl_v4*)(st + 32u * r);
 			tl_v4 c1 = *(const tl_v4*)(st + 32u * r + 16u);
 			u32 scw = *(const u32*)(st + TL_SC + 4u * r), biw = *(const u32*)(st + TL_BI + 4u * r);
-			float sc0 = tl_f16((u16)scw), sc1 = tl_f16((u16)(scw >> 16));
-			float bi0 = tl_f16((u16)biw), bi1 = tl_f16((u16)(biw >> 16));
+			float sc0 = tl_bf16(scw), sc1 = tl_bf16(scw >> 16);
+			float bi0 = tl_bf16(biw), bi1 = tl_bf16(biw >> 16);
 			u32 sh = 8u * q;
 			b[t][0][0] = tl_deq2(c0.x >> sh, sc0, bi0);
 			b[t][0][1] = tl_deq2(c0.y >> sh, sc0, bi0);
