@@ -26,7 +26,7 @@ type AuditReport struct {
 
 // AuditOptions configures Audit.
 type AuditOptions struct {
-	Workers  int // hashing goroutines; 0 = GOMAXPROCS
+	Workers int // hashing goroutines; 0 = GOMAXPROCS
 	// Deep also decodes every tensor and reports any that holds a NaN or an
 	// infinity: a check of the content for packs without digests.
 	Deep     bool

@@ -20,16 +20,16 @@ const Version = "0.1.0-dev"
 
 // QuantizeOptions configures Quantize.
 type QuantizeOptions struct {
-	Source     string   // snapshot directory, or ORG/NAME[@REVISION] in the Hugging Face cache
-	Out        string   // pack directory to create
-	Profile    string   // bf16, q4, q5, q6, nvfp4, nvfp4x
-	Sets       []string // --set class=format overrides, in order
-	DryRun     bool     // plan only: no output is written
-	ReportPath string   // write a per-tensor error report (JSON) here
-	Force      bool     // replace an existing pack at Out
-	Overlay    bool     // write a layered pack: raw tensors reference the source shards
+	Source     string        // snapshot directory, or ORG/NAME[@REVISION] in the Hugging Face cache
+	Out        string        // pack directory to create
+	Profile    string        // bf16, q4, q5, q6, nvfp4, nvfp4x
+	Sets       []string      // --set class=format overrides, in order
+	DryRun     bool          // plan only: no output is written
+	ReportPath string        // write a per-tensor error report (JSON) here
+	Force      bool          // replace an existing pack at Out
+	Overlay    bool          // write a layered pack: raw tensors reference the source shards
 	Encoder    codecs.Method // Search (default) or MinMax (the engine's own encoders, byte for byte)
-	Workers    int      // encoding goroutines; 0 = GOMAXPROCS
+	Workers    int           // encoding goroutines; 0 = GOMAXPROCS
 	Progress   Progress
 }
 

@@ -9,15 +9,15 @@ type Class uint8
 
 const (
 	ClassInvalid Class = 0
-	Experts      Class = 1 // MoE expert stacks (3-D)
-	Attn         Class = 2 // self_attn q/k/v/o projections
-	Dense        Class = 3 // the dense ("shared") MLP
-	SC           Class = 4 // the self-conditioning MLP
-	Vision       Class = 5 // vision tower linears and the vision embedding projection
-	Embed        Class = 6 // token embedding (tied to lm_head): locked
-	Router       Class = 7 // router projection and scales: locked
-	Norm         Class = 8 // every norm weight, vision 1-D vectors: locked
-	LayerScalar  Class = 9 // per-layer scalar buffers: locked
+	Experts      Class = 1  // MoE expert stacks (3-D)
+	Attn         Class = 2  // self_attn q/k/v/o projections
+	Dense        Class = 3  // the dense ("shared") MLP
+	SC           Class = 4  // the self-conditioning MLP
+	Vision       Class = 5  // vision tower linears and the vision embedding projection
+	Embed        Class = 6  // token embedding (tied to lm_head): locked
+	Router       Class = 7  // router projection and scales: locked
+	Norm         Class = 8  // every norm weight, vision 1-D vectors: locked
+	LayerScalar  Class = 9  // per-layer scalar buffers: locked
 	VisionOther  Class = 10 // the other vision matrices (patch embedder, position table): locked
 )
 
