@@ -18,28 +18,35 @@ import (
 // infinity, which the engine would write), or -1.
 func encodeAffineRow(method Method, bits int, row []byte, x []float32, st *Stats) int {
 	bb := 4 + 4*bits
-	nmax := float32(int(1)<<bits - 1)
-	var codes [32]uint8
-	for g := 0; g*32 < len(x); g++ {
-		grp := (*[32]float32)(x[g*32 : g*32+32])
-		blk := row[g*bb : (g+1)*bb]
-		var d, m uint16
-		if method == MinMax {
-			d, m = minmaxAffineGroup(nmax, grp, &codes)
-			if BF16ToFloat32(d) > math.MaxFloat32 {
-				return g
-			}
-			affineStats(grp, &codes, d, m, st)
-		} else {
-			var se, sr, ma float64
-			d, m, se, sr, ma = searchAffineGroup(bits, grp, &codes)
-			st.mergeGroup(se, sr, ma, 32)
+	groups := len(x) / 32
+	codes := make([]uint8, 32*groups)
+	if method == Search {
+		res := make([]affineResult, groups)
+		searchAffineGroups(bits, x, codes, res)
+		for g, r := range res {
+			st.mergeGroup(r.sumSqErr, r.sumSqRef, r.maxAbsErr, 32)
+			putAffineBlock(row[g*bb:(g+1)*bb], r.delta, r.min, (*[32]uint8)(codes[g*32:]), bits)
 		}
-		binary.LittleEndian.PutUint16(blk[0:], d)
-		binary.LittleEndian.PutUint16(blk[2:], m)
-		packCodes(blk[4:], &codes, bits)
+		return -1
+	}
+	nmax := float32(int(1)<<bits - 1)
+	for g := range groups {
+		grp, c := (*[32]float32)(x[g*32:g*32+32]), (*[32]uint8)(codes[g*32:])
+		d, m := minmaxAffineGroup(nmax, grp, c)
+		if BF16ToFloat32(d) > math.MaxFloat32 {
+			return g
+		}
+		affineStats(grp, c, d, m, st)
+		putAffineBlock(row[g*bb:(g+1)*bb], d, m, c, bits)
 	}
 	return -1
+}
+
+// putAffineBlock writes one block: delta, min, then the packed codes.
+func putAffineBlock(blk []byte, d, m uint16, codes *[32]uint8, bits int) {
+	binary.LittleEndian.PutUint16(blk[0:], d)
+	binary.LittleEndian.PutUint16(blk[2:], m)
+	packCodes(blk[4:], codes, bits)
 }
 
 // bf16Trunc is the engine's float32 → bf16 conversion: the top 16 bits.
