@@ -16,12 +16,12 @@ import (
 // encodeAffineRow encodes one row of finite values x into row. It returns
 // the first group the min/max encoder cannot store (its step overflows to
 // infinity, which the engine would write), or -1.
-func encodeAffineRow(method Method, bits int, row []byte, x []float32, st *Stats) int {
+func encodeAffineRow(method Method, bits int, row []byte, x []float32, sc *scratch, st *Stats) int {
 	bb := 4 + 4*bits
 	groups := len(x) / 32
-	codes := make([]uint8, 32*groups)
+	codes := sc.codes(32 * groups)
 	if method == Search {
-		res := make([]affineResult, groups)
+		res := sc.results(groups)
 		searchAffineGroups(bits, x, codes, res)
 		for g, r := range res {
 			st.mergeGroup(r.sumSqErr, r.sumSqRef, r.maxAbsErr, 32)
@@ -78,7 +78,10 @@ func minmaxAffineGroup(nmax float32, x *[32]float32, codes *[32]uint8) (d, m uin
 	}
 	for j, v := range x {
 		q := roundHalfAway((v - mn) / delta)
-		codes[j] = uint8(min(max(q, 0), nmax))
+		if !(q > 0) { // NaN (an infinite step) saturates to 0, as Rust's cast does
+			q = 0
+		}
+		codes[j] = uint8(min(q, nmax))
 	}
 	return bf16Trunc(delta), bf16Trunc(mn)
 }
@@ -95,6 +98,12 @@ func affineStats(x *[32]float32, codes *[32]uint8, d, m uint16, st *Stats) {
 // out (4·bits bytes).
 func packCodes(out []byte, codes *[32]uint8, bits int) {
 	out = out[:4*bits]
+	if bits == 4 { // nibbles, the common case
+		for j := range out {
+			out[j] = codes[2*j] | codes[2*j+1]<<4
+		}
+		return
+	}
 	var acc uint64
 	nacc, o := 0, 0
 	for _, c := range codes {

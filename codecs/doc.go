@@ -1,20 +1,26 @@
-// Package codecs encodes and decodes tensors in the storage formats of a
-// .dgq pack: raw (source bytes verbatim), q8 (per-row symmetric int8), q4,
-// q5 and q6 (group-32 affine with fp16 scale and bias), and nvfp4 (E2M1
-// values in 16-element blocks with an FP8 E4M3 block scale and an FP32
-// per-tensor scale, ModelOpt convention).
+// Package codecs encodes and decodes tensors in the storage kinds of a .dgq
+// pack — the diffgemma engine's format: raw (source bytes verbatim),
+// q8_row (per row a bf16 scale and int8 codes), q4_block and q6_block (and
+// dgq's own q5_block: per 32 weights a bf16 delta, a bf16 min and the codes),
+// and nvfp4_block (per matrix an f32 scale, per row E2M1 codes and E4M3 scales
+// of 16-element blocks).
 //
-// A tensor is seen as a row-major matrix [Rows, K] (see Matrix); every format
-// stores it planar, as a sequence of 64-byte-aligned planes (see Planes), so
-// GPU kernels can load code vectors and scales with aligned vector loads.
-// docs/format.md fixes the plane geometry; docs/codecs.md is the normative
-// description of the bytes inside the planes, the decoders and the encoders'
-// error-minimizing search.
+// A tensor is seen as a row-major matrix [Rows, K] made of one or more
+// matrices (an expert stack [E, N, K] is E of them); Layout gives every
+// kind's byte geometry and Span the bytes of a run of rows, so encoders can
+// stream a tensor in row chunks. docs/format.md §5 is the normative byte
+// layout; docs/codecs.md describes the encoders and their measured error and
+// speed.
+//
+// Two encoder methods write the same kinds: MinMax reproduces the engine's
+// own encoders bit for bit (tested against the engine's own output), Search
+// chooses, for the same bytes, the stored parameters with the least squared
+// error, scoring every candidate after rounding it to what is stored.
 //
 // The package does no I/O and makes no policy decisions. Each encoder and
-// decoder has a scalar reference implementation; faster paths, where present,
-// are tested to be bit-identical to it: on amd64 with AVX-512 the q4/q5/q6,
-// q8 and nvfp4 encoders run generated assembly kernels (go generate; build tag
-// purego disables them) that reproduce the reference encoders bit for bit,
-// their statistics included.
+// decoder has a scalar reference implementation, written so that no
+// multiply-add is fused (the bytes are the same on every architecture); on
+// amd64 with AVX-512, generated or hand-written kernels for the affine search,
+// the searching nvfp4 block encoder and the source scan reproduce the
+// reference bit for bit (build tag purego disables them).
 package codecs

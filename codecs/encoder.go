@@ -163,6 +163,7 @@ func (e *Encoder) EncodeRows(dst, src []byte, r0, n int64) (Stats, error) {
 	srcRow := e.m.K * int64(e.dt.Size())
 	var st Stats
 	var x []float32
+	var sc scratch
 	if e.f != Raw {
 		x = make([]float32, e.m.K)
 	}
@@ -180,13 +181,13 @@ func (e *Encoder) EncodeRows(dst, src []byte, r0, n int64) (Stats, error) {
 		toFloat32(e.dt, s, x)
 		switch e.f {
 		case Q8:
-			encodeQ8Row(e.method, row, x, &st)
+			encodeQ8Row(e.method, row, x, &sc, &st)
 		case Q4, Q5, Q6:
-			if g := encodeAffineRow(e.method, e.f.Bits(), row, x, &st); g >= 0 {
+			if g := encodeAffineRow(e.method, e.f.Bits(), row, x, &sc, &st); g >= 0 {
 				return Stats{}, fmt.Errorf("%w: row %d, elements %d..%d span more than float32 holds; the engine's min/max encoder would store an infinite step (the group decodes to NaN): use --encoder search", ErrRange, r, g*32, g*32+31)
 			}
 		case NVFP4:
-			encodeNVFP4Row(e.method, e.matScale[r/e.l.MatRows], row, x, &st)
+			encodeNVFP4Row(e.method, e.matScale[r/e.l.MatRows], row, x, &sc, &st)
 		}
 	}
 	return st, nil
@@ -252,4 +253,40 @@ func EncodeTensor(f Format, dt DType, m Matrix, method Method, src []byte) ([]by
 		return nil, Stats{}, err
 	}
 	return out, st, nil
+}
+
+// scratch holds one EncodeRows call's per-row buffers, reused row after row.
+type scratch struct {
+	u8  []uint8
+	i8  []int8
+	f32 []float32
+	res []affineResult
+}
+
+func (s *scratch) codes(n int) []uint8 {
+	if cap(s.u8) < n {
+		s.u8 = make([]uint8, n)
+	}
+	return s.u8[:n]
+}
+
+func (s *scratch) int8s(n int) []int8 {
+	if cap(s.i8) < n {
+		s.i8 = make([]int8, n)
+	}
+	return s.i8[:n]
+}
+
+func (s *scratch) floats(n int) []float32 {
+	if cap(s.f32) < n {
+		s.f32 = make([]float32, n)
+	}
+	return s.f32[:n]
+}
+
+func (s *scratch) results(n int) []affineResult {
+	if cap(s.res) < n {
+		s.res = make([]affineResult, n)
+	}
+	return s.res[:n]
 }

@@ -162,14 +162,14 @@ func nvfp4MatrixScale(b []byte) float32 {
 
 // encodeNVFP4Row encodes one row of finite values x of a matrix whose
 // stored scale is g into row.
-func encodeNVFP4Row(method Method, g float32, row []byte, x []float32, st *Stats) {
+func encodeNVFP4Row(method Method, g float32, row []byte, x []float32, sc *scratch, st *Stats) {
 	k := len(x)
 	codes, scales := row[:k/2], row[k/2:k/2+k/16]
 	if method == MinMax {
 		for b := 0; b < k/16; b++ {
 			minmaxNVFP4Block((*[16]float32)(x[b*16:]), codes[b*8:b*8+8], &scales[b])
 		}
-		nvfp4RowStats(row, x, g, st)
+		nvfp4RowStats(row, x, g, sc.floats(len(x)), st)
 		return
 	}
 	var b0 int
@@ -191,9 +191,9 @@ func encodeNVFP4Row(method Method, g float32, row []byte, x []float32, st *Stats
 	}
 }
 
-// nvfp4RowStats adds the error of an encoded row against x.
-func nvfp4RowStats(row []byte, x []float32, g float32, st *Stats) {
-	dec := make([]float32, len(x))
+// nvfp4RowStats adds the error of an encoded row against x (dec: len(x)
+// values of scratch).
+func nvfp4RowStats(row []byte, x []float32, g float32, dec []float32, st *Stats) {
 	decodeNVFP4Row(g, row, dec)
 	for i, v := range x {
 		st.add(dec[i], v)

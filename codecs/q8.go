@@ -9,8 +9,8 @@ import (
 // float32(code)·scale. Codes lie in [-127, 127].
 
 // encodeQ8Row encodes one row of finite values x into row.
-func encodeQ8Row(method Method, row []byte, x []float32, st *Stats) {
-	codes := make([]int8, len(x))
+func encodeQ8Row(method Method, row []byte, x []float32, sc *scratch, st *Stats) {
+	codes := sc.int8s(len(x))
 	var s uint16
 	if method == MinMax {
 		s = minmaxQ8Row(x, codes)
@@ -41,7 +41,11 @@ func minmaxQ8Row(x []float32, codes []int8) uint16 {
 		scale = amax / 127
 	}
 	for i, v := range x {
-		codes[i] = int8(min(max(roundHalfAway(v/scale), -127), 127))
+		q := roundHalfAway(v / scale)
+		if q != q { // NaN saturates to 0, as Rust's cast does
+			q = 0
+		}
+		codes[i] = int8(min(max(q, -127), 127))
 	}
 	return bf16Trunc(scale)
 }

@@ -13,34 +13,10 @@ import (
 	"github.com/dgq-dev/dgq/codecs/internal/testmat"
 )
 
-// engineAffineGroup is the engine's own group encoder (engine-facts.md):
-// min/max in float32, delta = (max−min)/nmax (1 when max−min < 1e-8), codes
-// clamp(round_half_away((x−min)/delta), 0, nmax) from the unrounded delta and
-// min, both stored truncated to bf16. NaN codes become 0 (Rust's saturating
-// cast).
+// engineAffineGroup is the engine's own group encoder: MinMax's, which
+// reproduces the engine's own vectors byte for byte (TestMinMaxMatchesEngine).
 func engineAffineGroup(bits int, x *[32]float32, codes *[32]uint8) (d, m uint16) {
-	nmax := float32(int(1)<<bits - 1)
-	mn, mx := x[0], x[0]
-	for _, v := range x {
-		if v < mn {
-			mn = v
-		}
-		if v > mx {
-			mx = v
-		}
-	}
-	delta := float32(1)
-	if r := mx - mn; !(r < 1e-8) {
-		delta = r / nmax
-	}
-	for j, v := range x {
-		t := math.Round(float64((v - mn) / delta))
-		if t != t || t < 0 {
-			t = 0
-		}
-		codes[j] = uint8(min(t, float64(nmax)))
-	}
-	return uint16(math.Float32bits(delta) >> 16), uint16(math.Float32bits(mn) >> 16)
+	return minmaxAffineGroup(float32(int(1)<<bits-1), x, codes)
 }
 
 // affineDecode is the engine's decoder for one group.
@@ -326,28 +302,9 @@ func benchSearchAffineGroups(b *testing.B, bits int) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds()/1e9, "Gelem/s")
 }
 
-// engineQ8Row is the engine's own q8 row encoder (engine-facts.md): amax in
-// float32, scale = amax/127 (1 when amax < 1e-8), codes
-// clamp(round_half_away(x/scale), −127, 127) from the unrounded scale, which
-// is stored truncated to bf16.
-func engineQ8Row(x []float32, codes []int8) uint16 {
-	var amax float32
-	for _, v := range x {
-		amax = max(amax, float32(math.Abs(float64(v))))
-	}
-	scale := float32(1)
-	if !(amax < 1e-8) {
-		scale = amax / 127
-	}
-	for j, v := range x {
-		t := math.Round(float64(v / scale))
-		if t != t {
-			t = 0
-		}
-		codes[j] = int8(min(max(t, -127), 127))
-	}
-	return uint16(math.Float32bits(scale) >> 16)
-}
+// engineQ8Row is the engine's own q8 row encoder: MinMax's
+// (TestMinMaxMatchesEngine).
+func engineQ8Row(x []float32, codes []int8) uint16 { return minmaxQ8Row(x, codes) }
 
 // q8Decode is the engine's q8 decoder.
 func q8Decode(s uint16, codes []int8, out []float32) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -142,7 +143,6 @@ func ReportOf(findings []Finding) *AuditReport {
 // whose bounds are sound, in parallel, and reports each mismatch with the
 // tensor's name.
 func AuditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptions) ([]Finding, error) {
-	type job struct{ i int }
 	var idx []int
 	var total int64
 	for i, t := range m.Tensors {
@@ -151,13 +151,29 @@ func AuditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptio
 			total += t.Size
 		}
 	}
-	// Largest first keeps the workers balanced.
-	sort.SliceStable(idx, func(a, b int) bool { return m.Tensors[idx[a]].Size > m.Tensors[idx[b]].Size })
 	prog := ProgressOrNop(opts.Progress)
 	prog.Start("audit", total)
 	defer prog.Finish()
 	adviseSequential(blob)
-	workers := opts.Workers
+	return eachTensor(ctx, m, idx, opts.Workers, func(t Tensor) []Finding {
+		defer prog.Add(t.Size)
+		var got string
+		if err := guardFault("tensor "+t.Name, func() error { got = hashRegion(blob[t.Offset : t.Offset+t.Size]); return nil }); err != nil {
+			return []Finding{{Tensor: t.Name, Kind: KindBlob, Message: err.Error()}}
+		}
+		if got != t.Digest {
+			return []Finding{{Tensor: t.Name, Kind: KindDigest, Message: fmt.Sprintf("content digest %s does not match the manifest's %s (bytes [%d, %d) altered)", got[:16], t.Digest[:16], t.Offset, t.Offset+t.Size)}}
+		}
+		return nil
+	})
+}
+
+// eachTensor runs check on the tensors m.Tensors[idx] on workers
+// goroutines (GOMAXPROCS when ≤ 0), largest first to keep them balanced,
+// and returns every finding sorted by tensor name.
+func eachTensor(ctx context.Context, m *Manifest, idx []int, workers int, check func(Tensor) []Finding) ([]Finding, error) {
+	idx = slices.Clone(idx)
+	sort.SliceStable(idx, func(a, b int) bool { return m.Tensors[idx[a]].Size > m.Tensors[idx[b]].Size })
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -165,25 +181,16 @@ func AuditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptio
 	var mu sync.Mutex
 	var findings []Finding
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				t := m.Tensors[i]
-				var got string
-				ferr := guardFault("tensor "+t.Name, func() error {
-					got = hashRegion(blob[t.Offset : t.Offset+t.Size])
-					return nil
-				})
-				mu.Lock()
-				if ferr != nil {
-					findings = append(findings, Finding{Tensor: t.Name, Kind: KindBlob, Message: ferr.Error()})
-				} else if got != t.Digest {
-					findings = append(findings, Finding{Tensor: t.Name, Kind: KindDigest, Message: fmt.Sprintf("content digest %s does not match the manifest's %s (bytes [%d, %d) altered)", got[:16], t.Digest[:16], t.Offset, t.Offset+t.Size)})
+				if f := check(m.Tensors[i]); len(f) > 0 {
+					mu.Lock()
+					findings = append(findings, f...)
+					mu.Unlock()
 				}
-				prog.Add(t.Size)
-				mu.Unlock()
 			}
 		}()
 	}
@@ -202,7 +209,7 @@ feed:
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(findings, func(a, b int) bool { return findings[a].Tensor < findings[b].Tensor })
+	sort.SliceStable(findings, func(a, b int) bool { return findings[a].Tensor < findings[b].Tensor })
 	return findings, nil
 }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"sort"
-	"sync"
 
 	"github.com/dgq-dev/dgq/codecs"
 )
@@ -91,48 +89,20 @@ const deepBandElements = 1 << 20
 // sound and reports each one that holds a NaN or an infinity (what audit
 // --deep adds: a check of the content even without digests).
 func AuditDecode(ctx context.Context, m *Manifest, blob []byte, workers int) ([]Finding, error) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	jobs := make(chan Tensor)
-	var mu sync.Mutex
-	var findings []Finding
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range jobs {
-				if f, bad := decodeFinite(t, blob[t.Offset:t.Offset+t.Size]); bad {
-					mu.Lock()
-					findings = append(findings, f)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	var err error
-feed:
-	for _, t := range m.Tensors {
+	var idx []int
+	for i, t := range m.Tensors {
 		gm, ferr := codecs.FlattenShape(t.Shape)
 		size, serr := t.Format.EncodedSize(t.DType, gm)
-		if ferr != nil || serr != nil || size != t.Size || t.Offset < 0 || t.Offset > int64(len(blob))-t.Size {
-			continue // reported by Validate
-		}
-		select {
-		case jobs <- t:
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
+		if ferr == nil && serr == nil && size == t.Size && t.Offset >= 0 && t.Offset <= int64(len(blob))-t.Size {
+			idx = append(idx, i) // others are reported by Validate
 		}
 	}
-	close(jobs)
-	wg.Wait()
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(findings, func(a, b int) bool { return findings[a].Tensor < findings[b].Tensor })
-	return findings, nil
+	return eachTensor(ctx, m, idx, workers, func(t Tensor) []Finding {
+		if f, bad := decodeFinite(t, blob[t.Offset:t.Offset+t.Size]); bad {
+			return []Finding{f}
+		}
+		return nil
+	})
 }
 
 // decodeFinite decodes one tensor in bands and reports its first

@@ -174,8 +174,10 @@ type chunkResult struct {
 // the chunks in row order: each chunk's span (its rows, and the header of
 // every matrix starting among them) is written with a positional write and
 // hashed, so the digest covers the tensor front to back. An encoder that
-// needs each matrix's max |x| gets one matrix per chunk, scanned and encoded
-// by the same worker, so no pass over the whole tensor holds it resident.
+// needs each matrix's max |x| first gets a scan pass over the same chunks
+// (which never cross a matrix boundary then), each chunk's source pages
+// released as soon as it is scanned: resident memory stays at the chunks in
+// flight, whatever the size of a matrix.
 func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte, off int64, release func(pos, n int64)) (string, codecs.Stats, error) {
 	m, err := codecs.FlattenShape(e.Shape)
 	if err != nil {
@@ -190,11 +192,13 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte,
 		return "", codecs.Stats{}, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
 	}
 	l := enc.Layout()
-	rowsPer := max(1, chunkElements/max(m.K, 1))
+	chunks := rowChunks(m.Rows, max(1, chunkElements/max(m.K, 1)), l.MatRows, enc.NeedsScan())
+	rows := func(c chunk) []byte { return src[c.r0*rowBytes : (c.r0+c.n)*rowBytes] }
 	if enc.NeedsScan() {
-		rowsPer = l.MatRows
+		if err := x.scanMatrices(ctx, enc, chunks, rows, l.MatRows, release, rowBytes); err != nil {
+			return "", codecs.Stats{}, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
+		}
 	}
-	nChunks := int((m.Rows + rowsPer - 1) / rowsPer)
 	h := blake3.New()
 	var total codecs.Stats
 	commit := func(r chunkResult) error {
@@ -209,32 +213,73 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte,
 		return nil
 	}
 	encodeChunk := func(idx int) chunkResult {
-		r0 := int64(idx) * rowsPer
-		n := min(rowsPer, m.Rows-r0)
-		start, end := l.Span(r0, n)
+		c := chunks[idx]
+		start, end := l.Span(c.r0, c.n)
 		out := make([]byte, end-start)
-		rows := src[r0*rowBytes : (r0+n)*rowBytes]
 		var st codecs.Stats
 		err := guardFault("tensor "+e.Name, func() (err error) {
-			if enc.NeedsScan() {
-				amax, err := enc.ScanRows(rows)
-				if err != nil {
-					return err
-				}
-				enc.SetAmax(r0/l.MatRows, amax)
-			}
-			st, err = enc.EncodeRows(out, rows, r0, n)
+			st, err = enc.EncodeRows(out, rows(c), c.r0, c.n)
 			return err
 		})
-		return chunkResult{idx: idx, r0: r0, n: n, bytes: out, stats: st, err: err}
+		return chunkResult{idx: idx, r0: c.r0, n: c.n, bytes: out, stats: st, err: err}
 	}
-	if err := x.ordered(ctx, nChunks, encodeChunk, commit); err != nil {
+	if err := x.ordered(ctx, len(chunks), encodeChunk, commit); err != nil {
 		if errors.Is(err, codecs.ErrNonFinite) || errors.Is(err, codecs.ErrRange) {
 			return "", total, fmt.Errorf("%w: tensor %s: %w", ErrSource, e.Name, err)
 		}
 		return "", total, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), total, nil
+}
+
+// chunk is a run of rows encoded by one work item.
+type chunk struct{ r0, n int64 }
+
+// rowChunks splits rows into runs of about per rows; with byMatrix set no
+// run crosses a boundary of the matrices of matRows rows (each matrix is
+// split into equal runs, and small matrices are never split).
+func rowChunks(rows, per, matRows int64, byMatrix bool) []chunk {
+	var out []chunk
+	if !byMatrix || matRows <= 0 {
+		for r0 := int64(0); r0 < rows; r0 += per {
+			out = append(out, chunk{r0, min(per, rows-r0)})
+		}
+		return out
+	}
+	parts := (matRows + per - 1) / per // runs per matrix
+	step := (matRows + parts - 1) / parts
+	for m0 := int64(0); m0 < rows; m0 += matRows {
+		for r0 := m0; r0 < m0+matRows; r0 += step {
+			out = append(out, chunk{r0, min(step, m0+matRows-r0)})
+		}
+	}
+	return out
+}
+
+// scanMatrices sets every matrix's max |x| from a parallel scan of the
+// chunks (none crosses a matrix boundary), releasing each chunk's source
+// pages as soon as it is scanned.
+func (x *executor) scanMatrices(ctx context.Context, enc *codecs.Encoder, chunks []chunk, rows func(chunk) []byte, matRows int64, release func(pos, n int64), rowBytes int64) error {
+	amax := map[int64]float32{}
+	work := func(idx int) chunkResult {
+		c := chunks[idx]
+		var a float32
+		err := guardFault("a source tensor", func() (err error) {
+			a, err = enc.ScanRows(rows(c))
+			return err
+		})
+		release(c.r0*rowBytes, c.n*rowBytes)
+		return chunkResult{idx: idx, r0: c.r0, stats: codecs.Stats{MaxAbsErr: float64(a)}, err: err}
+	}
+	err := x.ordered(ctx, len(chunks), work, func(r chunkResult) error {
+		mat := r.r0 / matRows
+		amax[mat] = max(amax[mat], float32(r.stats.MaxAbsErr))
+		return nil
+	})
+	for mat, a := range amax {
+		enc.SetAmax(mat, a)
+	}
+	return err
 }
 
 // ordered runs work(0..n-1) on the workers and hands the results to commit
