@@ -217,7 +217,7 @@ func encodeRawRow(dt DType, dst, src []byte, st *Stats) {
 		c := min(len(buf), cnt-i)
 		toFloat32(dt, src[i*dt.Size():], buf[:c])
 		for _, v := range buf[:c] {
-			ref += float64(v) * float64(v)
+			ref += float64(float64(v) * float64(v))
 		}
 	}
 	st.SumSqRef += ref

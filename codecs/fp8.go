@@ -51,7 +51,7 @@ func Float32ToE4M3(f float32) uint8 {
 		return sign | uint8(r>>20)
 	}
 	// Subnormal range: code = RNE(|f|·2^9), 0..8 (8 is the smallest normal).
-	v := math.Float32frombits(a) * 512
+	v := float32(math.Float32frombits(a) * 512)
 	v = v + 8388608 - 8388608
 	return sign | uint8(v)
 }

@@ -114,7 +114,7 @@ func nvfp4ScaleErr(a *[16]float32, sc uint8, scale2 float32) float32 {
 	}
 	for _, v := range a {
 		r, _ := e2m1Round(v * inv) // v·inv is finite or +Inf
-		d := v - float32(r*s8)*scale2
+		d := v - float32(float32(r*s8)*scale2)
 		e += float32(d * d)
 	}
 	return e
