@@ -76,22 +76,6 @@ type caInput struct {
 
 func caSHA(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
-// caBytes rounds x to dt (nearest even) as little-endian bytes. Callers keep
-// the values finite in dt.
-func caBytes(dt DType, x []float32) []byte {
-	out := make([]byte, len(x)*dt.Size())
-	for i, v := range x {
-		switch dt {
-		case BF16:
-			binary.LittleEndian.PutUint16(out[2*i:], Float32ToBF16(v))
-		case F16:
-			binary.LittleEndian.PutUint16(out[2*i:], Float32ToF16(v))
-		case F32:
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
-		}
-	}
-	return out
-}
 
 // caLdexp is n·2^k rounded once to float32: exact arithmetic in float64
 // (|n| < 2^53), then one IEEE conversion, the same on every machine.
@@ -272,7 +256,7 @@ func caAdversarial(dt DType, seed uint64, bands []int, rows, k int) []byte {
 			}
 		}
 	}
-	return caBytes(dt, x)
+	return fromFloat32(dt, x)
 }
 
 // caScaled is testmat values of d, matrix i scaled by 2^exps[i] (exact).
@@ -283,7 +267,7 @@ func caScaled(d testmat.Dist, dt DType, seed uint64, exps []int, rows, k int) []
 			x[j] = float32(math.Ldexp(float64(x[j]), e))
 		}
 	}
-	return caBytes(dt, x)
+	return fromFloat32(dt, x)
 }
 
 // caInputs lists the inputs in a fixed order.
@@ -334,7 +318,7 @@ func caInputs() []caInput {
 		wide[i] = caLdexp(int64(wr.IntN(5)-2)*(1<<23+int64(wr.IntN(1<<22))), 126-23)
 	}
 	in = append(in, caInput{name: "wide-range", dt: BF16, shape: []int64{4, 64},
-		src: caBytes(BF16, wide), formats: all})
+		src: fromFloat32(BF16, wide), formats: all})
 	// Row 135, block 54 of t3-300x2816 and that matrix's amax (so the same
 	// nvfp4 matrix scale 0x3abb6db7): the searching nvfp4 encoder's error
 	// estimates of block scales 4 and 4.5 differ in the last bit (4.5 wins on

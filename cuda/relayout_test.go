@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/runtime"
 )
@@ -177,41 +177,12 @@ func TestRelayout(t *testing.T) {
 	}
 }
 
-// realShapeConfig is the real model's config.json (dgq synth's, 30 layers).
-func realShapeConfig(layers int) []byte {
-	types := make([]string, layers)
-	for i := range types {
-		types[i] = layout.SlidingAttention
-		if i%6 == 5 || i == layers-1 {
-			types[i] = layout.FullAttention
-		}
-	}
-	cfg := map[string]any{
-		"architectures": []string{"DiffusionGemmaForBlockDiffusion"}, "model_type": "diffusion_gemma",
-		"canvas_length": 256, "tie_word_embeddings": true, "dtype": "bfloat16",
-		"text_config": map[string]any{
-			"model_type": "diffusion_gemma_text", "hidden_size": 2816, "num_hidden_layers": layers, "vocab_size": 262144,
-			"num_attention_heads": 16, "head_dim": 256, "num_key_value_heads": 8, "global_head_dim": 512,
-			"num_global_key_value_heads": 2, "intermediate_size": 2112, "num_experts": 128, "top_k_experts": 8,
-			"moe_intermediate_size": 704, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
-			"final_logit_softcapping": 30.0, "sliding_window": 1024, "use_bidirectional_attention": "vision",
-			"layer_types": types, "max_position_embeddings": 262144, "tie_word_embeddings": true,
-			"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 1,
-			"rope_parameters": map[string]any{
-				"sliding_attention": map[string]any{"rope_type": "default", "rope_theta": 10000.0},
-				"full_attention":    map[string]any{"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
-			},
-		},
-	}
-	b, _ := json.Marshal(cfg)
-	return b
-}
 
 // realShapePlan is the plan of the real-shape checkpoint (bf16 source) under
 // profile: every tensor of the pack with its format, dtype and shape.
 func realShapePlan(t testing.TB, profile string) *layout.Plan {
 	t.Helper()
-	cfg, err := layout.ParseConfig(realShapeConfig(30))
+	cfg, err := layout.ParseConfig(dgq.SynthConfig(30))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func Synthesize(ctx context.Context, o SynthOptions) (*SynthResult, error) {
 	}
 	cfgJSON := o.Config
 	if cfgJSON == nil {
-		cfgJSON = synthConfig(o.Layers)
+		cfgJSON = SynthConfig(o.Layers)
 	}
 	cfg, err := layout.ParseConfig(cfgJSON)
 	if err != nil {
@@ -278,9 +278,10 @@ func (g *heavyTail) fill(b []byte) {
 	g.state = s
 }
 
-// synthConfig is the published 26B-A4B config.json with num_hidden_layers
-// and layer_types cut to n layers (every sixth layer full, the last one full).
-func synthConfig(n int) []byte {
+// SynthConfig is the published 26B-A4B config.json with num_hidden_layers
+// and layer_types cut to n layers (every sixth layer full, the last one full):
+// what dgq synth writes, and what real-shape tests plan with.
+func SynthConfig(n int) []byte {
 	types := make([]string, n)
 	for i := range types {
 		types[i] = layout.SlidingAttention
