@@ -62,7 +62,11 @@ func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, er
 	findings = append(findings, structural...)
 	findings = append(findings, CheckFiles(dir, m)...)
 	if n := m.Undigested(); n > 0 {
-		findings = append(findings, Finding{Kind: KindNoDigests, Message: fmt.Sprintf("no digests: content not verifiable (%d of %d tensors carry none; the engine writes none); dgq audit --deep decodes every tensor and checks it is finite", n, len(m.Tensors))})
+		how := "dgq audit --deep decodes every tensor and checks it is finite"
+		if opts.Deep {
+			how = "--deep decodes every tensor and reports any that is not finite"
+		}
+		findings = append(findings, Finding{Kind: KindNoDigests, Message: fmt.Sprintf("no digests: content not verifiable (%d of %d tensors carry none; the engine writes none); %s", n, len(m.Tensors), how)})
 	}
 	if m.Layered() {
 		if len(structural) > 0 || blobSize < 0 {
