@@ -13,22 +13,13 @@ import (
 // packings. An element decodes as float32(float32(code)·delta) + min (two
 // float32 roundings, no fused multiply-add).
 
-// encodeAffineRow encodes one row of finite values x into row. It returns
-// the first group the min/max encoder cannot store (its step overflows to
-// infinity, which the engine would write), or -1.
-func encodeAffineRow(method Method, bits int, row []byte, x []float32, sc *scratch, st *Stats) int {
+// encodeAffineRow encodes one row of finite values x into row with the
+// min/max encoder. It returns the first group whose step overflows to
+// infinity (which the engine would write), or -1.
+func encodeAffineRow(bits int, row []byte, x []float32, sc *scratch, st *Stats) int {
 	bb := 4 + 4*bits
 	groups := len(x) / 32
 	codes := sc.codes(32 * groups)
-	if method == Search {
-		res := sc.results(groups)
-		searchAffineGroups(bits, x, codes, res)
-		for g, r := range res {
-			st.mergeGroup(r.sumSqErr, r.sumSqRef, r.maxAbsErr, 32)
-			putAffineBlock(row[g*bb:(g+1)*bb], r.delta, r.min, (*[32]uint8)(codes[g*32:]), bits)
-		}
-		return -1
-	}
 	nmax := float32(int(1)<<bits - 1)
 	for g := range groups {
 		grp, c := (*[32]float32)(x[g*32:g*32+32]), (*[32]uint8)(codes[g*32:])
@@ -40,6 +31,34 @@ func encodeAffineRow(method Method, bits int, row []byte, x []float32, sc *scrat
 		putAffineBlock(row[g*bb:(g+1)*bb], d, m, c, bits)
 	}
 	return -1
+}
+
+// searchAffineRowsBand is the number of groups searched per batch: rows are
+// searched together (groups are independent), so batches of the SIMD kernel
+// stay full whatever K is.
+const searchAffineRowsBand = 4096
+
+// searchAffineRows encodes whole rows of finite source values with the
+// searching encoder into dst, the rows' blocks back to back, and returns
+// their statistics (merged in group order, as row-by-row encoding would).
+func searchAffineRows(dt DType, bits int, dst, src []byte) Stats {
+	bb := 4 + 4*bits
+	total := len(src) / dt.Size() / 32
+	band := min(total, searchAffineRowsBand)
+	x := make([]float32, 32*band)
+	codes := make([]uint8, 32*band)
+	res := make([]affineResult, band)
+	var st Stats
+	for g0 := 0; g0 < total; g0 += band {
+		n := min(band, total-g0)
+		toFloat32(dt, src[g0*32*dt.Size():], x[:32*n])
+		searchAffineGroups(bits, x[:32*n], codes[:32*n], res[:n])
+		for g, r := range res[:n] {
+			st.mergeGroup(r.sumSqErr, r.sumSqRef, r.maxAbsErr, 32)
+			putAffineBlock(dst[(g0+g)*bb:(g0+g+1)*bb], r.delta, r.min, (*[32]uint8)(codes[g*32:]), bits)
+		}
+	}
+	return st
 }
 
 // putAffineBlock writes one block: delta, min, then the packed codes.

@@ -160,6 +160,10 @@ func (e *Encoder) EncodeRows(dst, src []byte, r0, n int64) (Stats, error) {
 		}
 	}
 	start, _ := e.l.Span(r0, n)
+	if e.method == Search && (e.f == Q4 || e.f == Q5 || e.f == Q6) {
+		// Non-nvfp4 kinds have no headers: the rows are contiguous.
+		return searchAffineRows(e.dt, e.f.Bits(), dst, src), nil
+	}
 	srcRow := e.m.K * int64(e.dt.Size())
 	var st Stats
 	var x []float32
@@ -183,7 +187,7 @@ func (e *Encoder) EncodeRows(dst, src []byte, r0, n int64) (Stats, error) {
 		case Q8:
 			encodeQ8Row(e.method, row, x, &sc, &st)
 		case Q4, Q5, Q6:
-			if g := encodeAffineRow(e.method, e.f.Bits(), row, x, &sc, &st); g >= 0 {
+			if g := encodeAffineRow(e.f.Bits(), row, x, &sc, &st); g >= 0 {
 				return Stats{}, fmt.Errorf("%w: row %d, elements %d..%d span more than float32 holds; the engine's min/max encoder would store an infinite step (the group decodes to NaN): use --encoder search", ErrRange, r, g*32, g*32+31)
 			}
 		case NVFP4:
@@ -260,7 +264,6 @@ type scratch struct {
 	u8  []uint8
 	i8  []int8
 	f32 []float32
-	res []affineResult
 }
 
 func (s *scratch) codes(n int) []uint8 {
@@ -282,11 +285,4 @@ func (s *scratch) floats(n int) []float32 {
 		s.f32 = make([]float32, n)
 	}
 	return s.f32[:n]
-}
-
-func (s *scratch) results(n int) []affineResult {
-	if cap(s.res) < n {
-		s.res = make([]affineResult, n)
-	}
-	return s.res[:n]
 }
