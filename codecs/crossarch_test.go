@@ -76,7 +76,6 @@ type caInput struct {
 
 func caSHA(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
-
 // caLdexp is n·2^k rounded once to float32: exact arithmetic in float64
 // (|n| < 2^53), then one IEEE conversion, the same on every machine.
 func caLdexp(n int64, k int) float32 { return float32(math.Ldexp(float64(n), k)) }

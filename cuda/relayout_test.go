@@ -177,7 +177,6 @@ func TestRelayout(t *testing.T) {
 	}
 }
 
-
 // realShapePlan is the plan of the real-shape checkpoint (bf16 source) under
 // profile: every tensor of the pack with its format, dtype and shape.
 func realShapePlan(t testing.TB, profile string) *layout.Plan {
