@@ -52,17 +52,24 @@ func b64(t *testing.T, s string) []byte {
 	return b
 }
 
+// kindMatrix parses a vector's kind and shape.
+func kindMatrix(t *testing.T, kind string, shape []int64) (Format, Matrix) {
+	t.Helper()
+	f, err := ParseKind(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := FlattenShape(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, m
+}
+
 // TestMinMaxMatchesEngine: every engine encode case byte for byte.
 func TestMinMaxMatchesEngine(t *testing.T) {
 	for _, c := range loadEngineVectors(t).Encode {
-		f, err := ParseKind(c.Kind)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := FlattenShape(c.Shape)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, m := kindMatrix(t, c.Kind, c.Shape)
 		got, _, err := EncodeTensor(f, BF16, m, MinMax, b64(t, c.BF16))
 		if err != nil {
 			t.Fatalf("%s %s %v: %v", c.Input, c.Kind, c.Shape, err)
@@ -81,14 +88,7 @@ func TestMinMaxMatchesEngine(t *testing.T) {
 // TestDecodeMatchesEngine: every engine decode case bit for bit (NaN as NaN).
 func TestDecodeMatchesEngine(t *testing.T) {
 	for _, c := range loadEngineVectors(t).Decode {
-		f, err := ParseKind(c.Kind)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := FlattenShape(c.Shape)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, m := kindMatrix(t, c.Kind, c.Shape)
 		want := b64(t, c.F32)
 		got := make([]float32, m.Elements())
 		if err := DecodeRows(f, BF16, m, b64(t, c.Bytes), 0, m.Rows, got); err != nil {

@@ -257,26 +257,14 @@ func (g *saGroup) eval(c *saState, d, m uint16, bound float64) bool {
 		sse = g.evalSlow(c, df, mf)
 	default:
 		inv := 1 / d64
-		hd := d64 * 0.5
-		hd2 := float64(hd * hd)
-		nmax := g.nmax
+		var guess [32]float64
 		for i, xv := range &g.x {
 			// A first guess, at most one away from the best code (the guess
 			// of a |t| beyond the int64 range is corrected by saFix).
 			q := int64(float64(float64((xv-m64)*inv)) + 0.5)
-			q = min(max(q, 0), nmax)
-			qf := float64(q)
-			e := float64(float64(qf*d64)+m64) - xv
-			ee := float64(e * e)
-			if ee >= hd2 { // |e| ≥ d/2 (or just below): a neighbour may be as good
-				qf, ee = saFix(qf, e, xv, m64, d64, g.nmaxf)
-			}
-			c.q[i] = qf
-			sse += ee
-			if sse >= bound {
-				return false
-			}
+			guess[i] = float64(min(max(q, 0), g.nmax))
 		}
+		return g.scoreFrom(&guess, c, d64, m64, bound)
 	}
 	c.sse = sse
 	return sse < bound
@@ -295,6 +283,13 @@ func (g *saGroup) evalFrom(seed *[32]float64, c *saState, d, m uint16, bound flo
 		return g.eval(c, d, m, bound)
 	}
 	c.d, c.m, c.d64, c.m64 = d, m, d64, m64
+	return g.scoreFrom(seed, c, d64, m64, bound)
+}
+
+// scoreFrom is the fast evaluation (fastOK) from first guesses of the codes:
+// the error of a guess is computed directly and only the elements where it
+// reaches half a step get a new code from saFix.
+func (g *saGroup) scoreFrom(seed *[32]float64, c *saState, d64, m64, bound float64) bool {
 	hd := d64 * 0.5
 	hd2 := float64(hd * hd)
 	var sse float64
@@ -302,7 +297,7 @@ func (g *saGroup) evalFrom(seed *[32]float64, c *saState, d, m uint16, bound flo
 		qf := seed[i]
 		e := float64(float64(qf*d64)+m64) - xv
 		ee := float64(e * e)
-		if ee >= hd2 {
+		if ee >= hd2 { // |e| ≥ d/2 (or just below): a neighbour may be as good
 			qf, ee = saFix(qf, e, xv, m64, d64, g.nmaxf)
 		}
 		c.q[i] = qf
