@@ -224,6 +224,10 @@ type Caps struct {
 	// (and decoded there); a weight of another accepted format is decoded
 	// on the host at upload and kept as float32.
 	Resident []codecs.Format
+	// Kernels names, per op, the strategy the backend chose when it was
+	// made (from its typed options and the device), as "dgq bench --json"
+	// reports it; nil when the backend has one way per op.
+	Kernels map[string]string
 }
 
 // Buf is a backend's buffer of float32 values.

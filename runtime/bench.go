@@ -43,7 +43,9 @@ type BenchReport struct {
 	// UploadSeconds is the part of LoadSeconds spent putting every weight
 	// on the backend in its preferred layout (a GPU re-lays the pack's
 	// blocks as it uploads them); 0 on the CPU.
-	UploadSeconds float64       `json:"upload_s"`
+	UploadSeconds float64 `json:"upload_s"`
+	// Kernels is the backend's choice of kernel per op (Caps.Kernels).
+	Kernels map[string]string `json:"kernels,omitempty"`
 	Timings       []BenchTiming `json:"timings"`
 	// Profile holds, per timed operation, each backend op's total time in
 	// one synchronized run (BenchOptions.Profile).
@@ -85,6 +87,7 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 	sync := func() error { return nil }
 	if s.Engine != nil {
 		rep.Backend, rep.Device = s.Engine.b.Name(), s.Engine.b.Caps().Device
+		rep.Kernels = s.Engine.b.Caps().Kernels
 		st = &engineStepper{e: s.Engine}
 		sync = s.Engine.b.Sync
 	}
