@@ -46,7 +46,7 @@ type BenchReport struct {
 	UploadSeconds float64 `json:"upload_s"`
 	// Kernels is the backend's choice of kernel per op (Caps.Kernels).
 	Kernels map[string]string `json:"kernels,omitempty"`
-	Timings       []BenchTiming `json:"timings"`
+	Timings []BenchTiming     `json:"timings"`
 	// Profile holds, per timed operation, each backend op's total time in
 	// one synchronized run (BenchOptions.Profile).
 	Profile map[string][]OpTime `json:"profile,omitempty"`
