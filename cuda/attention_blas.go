@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // Attention as three queued steps per chunk of queries, for the real shapes
@@ -43,7 +43,7 @@ func (c *backend) attnBLAS() bool {
 // form one matrix of n·group rows (row t·group + r is head g·group + r at
 // query t): one strided-batched GEMM over the KV heads computes every score,
 // one the weighted values, and the output is regrouped back.
-func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) error {
+func (c *backend) attentionBLAS(out, q, k, v Ptr, a api.AttentionShape) error {
 	nq, nkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	group := nq / nkv
 	qw, kw := nq*hd, nkv*hd

@@ -4,10 +4,10 @@ import (
 	"fmt"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
-// Backend returns a runtime.Backend on dev: f32 buffers in device memory,
+// Backend returns a api.Backend on dev: f32 buffers in device memory,
 // the shared-dialect kernels (Ops) and cuBLAS, all queued on dev's stream.
 //
 // Weights: raw bf16/f16/f32, q8, q4, q5, q6 and nvfp4 tensors stay on the
@@ -22,7 +22,7 @@ import (
 //
 // The backend does not own dev: Close releases its modules and scratch, not
 // the device.
-func Backend(dev *Device) runtime.Backend {
+func Backend(dev *Device) api.Backend {
 	return NewBackend(dev, BackendOptions{})
 }
 
@@ -53,9 +53,9 @@ type BackendOptions struct {
 	Precision Precision
 }
 
-// NewBackend returns a runtime.Backend on dev with options o (Backend(dev)
+// NewBackend returns a api.Backend on dev with options o (Backend(dev)
 // is NewBackend(dev, BackendOptions{})).
-func NewBackend(dev *Device, o BackendOptions) runtime.Backend {
+func NewBackend(dev *Device, o BackendOptions) api.Backend {
 	return &backend{d: dev, ops: NewOps(dev), fast: o.Precision == PrecisionBF16}
 }
 
@@ -110,12 +110,12 @@ func (w *cudaWeight) Free() error {
 
 func (c *backend) Name() string { return "cuda" }
 
-func (c *backend) Caps() runtime.Caps {
-	return runtime.Caps{Device: c.d.Name(), Memory: c.d.TotalMemory(), Formats: codecs.Formats(),
+func (c *backend) Caps() api.Caps {
+	return api.Caps{Device: c.d.Name(), Memory: c.d.TotalMemory(), Formats: codecs.Formats(),
 		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4}}
 }
 
-func (c *backend) Alloc(n int) (runtime.Buf, error) {
+func (c *backend) Alloc(n int) (api.Buf, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("cuda: Alloc of %d values", n)
 	}
@@ -126,7 +126,7 @@ func (c *backend) Alloc(n int) (runtime.Buf, error) {
 	return &cudaBuf{be: c, b: b, n: n}, nil
 }
 
-func (c *backend) buf(b runtime.Buf) (*cudaBuf, error) {
+func (c *backend) buf(b api.Buf) (*cudaBuf, error) {
 	cb, ok := b.(*cudaBuf)
 	if !ok || cb == nil || cb.be != c {
 		return nil, fmt.Errorf("cuda: buffer %T is not of this backend", b)
@@ -137,7 +137,7 @@ func (c *backend) buf(b runtime.Buf) (*cudaBuf, error) {
 	return cb, nil
 }
 
-func (c *backend) weight(w runtime.Weight) (*cudaWeight, error) {
+func (c *backend) weight(w api.Weight) (*cudaWeight, error) {
 	cw, ok := w.(*cudaWeight)
 	if !ok || cw == nil || cw.be != c {
 		return nil, fmt.Errorf("cuda: weight %T is not of this backend", w)
@@ -148,7 +148,7 @@ func (c *backend) weight(w runtime.Weight) (*cudaWeight, error) {
 	return cw, nil
 }
 
-func (c *backend) Upload(dst runtime.Buf, src []float32) error {
+func (c *backend) Upload(dst api.Buf, src []float32) error {
 	d, err := c.buf(dst)
 	if err != nil {
 		return err
@@ -159,7 +159,7 @@ func (c *backend) Upload(dst runtime.Buf, src []float32) error {
 	return d.b.Upload(Bytes(src))
 }
 
-func (c *backend) Download(src runtime.Buf, dst []float32) error {
+func (c *backend) Download(src api.Buf, dst []float32) error {
 	s, err := c.buf(src)
 	if err != nil {
 		return err
@@ -170,7 +170,7 @@ func (c *backend) Download(src runtime.Buf, dst []float32) error {
 	return s.b.Download(Bytes(dst))
 }
 
-func (c *backend) UploadWeight(t runtime.TensorData) (runtime.Weight, error) {
+func (c *backend) UploadWeight(t api.TensorData) (api.Weight, error) {
 	g, err := t.Matrix()
 	if err != nil {
 		return nil, err
@@ -215,8 +215,8 @@ func (c *backend) Close() error {
 	return first
 }
 
-func (c *backend) RMSNorm(y, x, w runtime.Buf, rows, n int, eps float32) error {
-	if err := runtime.CheckRMSNorm(y, x, w, rows, n); err != nil {
+func (c *backend) RMSNorm(y, x, w api.Buf, rows, n int, eps float32) error {
+	if err := api.CheckRMSNorm(y, x, w, rows, n); err != nil {
 		return err
 	}
 	yb, err := c.buf(y)
@@ -257,8 +257,8 @@ func (c *backend) copyF32(dst, src Ptr, n int64) error {
 	return d.CopyFrom(0, s, 0, 4*n)
 }
 
-func (c *backend) Dequant(out runtime.Buf, w runtime.Weight) error {
-	if err := runtime.CheckDequant(out, w); err != nil {
+func (c *backend) Dequant(out api.Buf, w api.Weight) error {
+	if err := api.CheckDequant(out, w); err != nil {
 		return err
 	}
 	ob, err := c.buf(out)
@@ -272,8 +272,8 @@ func (c *backend) Dequant(out runtime.Buf, w runtime.Weight) error {
 	return c.dequant(ob.b.Ptr(), cw)
 }
 
-func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
-	if err := runtime.CheckMatMulNT(cb, a, w, m); err != nil {
+func (c *backend) MatMulNT(cb, a api.Buf, w api.Weight, m int) error {
+	if err := api.CheckMatMulNT(cb, a, w, m); err != nil {
 		return err
 	}
 	co, err := c.buf(cb)
@@ -314,8 +314,8 @@ func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
 	return c.d.MatMulNT(co.b.Ptr(), ab.b.Ptr(), wp, m, n, k)
 }
 
-func (c *backend) RoPE(x runtime.Buf, rows, heads, headDim, pos0 int, invFreq runtime.Buf) error {
-	if err := runtime.CheckRoPE(x, rows, heads, headDim, pos0, invFreq); err != nil {
+func (c *backend) RoPE(x api.Buf, rows, heads, headDim, pos0 int, invFreq api.Buf) error {
+	if err := api.CheckRoPE(x, rows, heads, headDim, pos0, invFreq); err != nil {
 		return err
 	}
 	xb, err := c.buf(x)
@@ -329,8 +329,8 @@ func (c *backend) RoPE(x runtime.Buf, rows, heads, headDim, pos0 int, invFreq ru
 	return c.ops.RoPE(xb.b.Ptr(), fb.b.Ptr(), rows, heads, headDim, pos0)
 }
 
-func (c *backend) Softcap(x runtime.Buf, n int, cp float32) error {
-	if err := runtime.CheckSoftcap(x, n, cp); err != nil {
+func (c *backend) Softcap(x api.Buf, n int, cp float32) error {
+	if err := api.CheckSoftcap(x, n, cp); err != nil {
 		return err
 	}
 	xb, err := c.buf(x)
@@ -340,8 +340,8 @@ func (c *backend) Softcap(x runtime.Buf, n int, cp float32) error {
 	return c.ops.Softcap(xb.b.Ptr(), int64(n), cp)
 }
 
-func (c *backend) RowStats(logits runtime.Buf, rows, v int, temperature float32, entropy, argmax runtime.Buf) error {
-	if err := runtime.CheckRowStats(logits, rows, v, temperature, entropy, argmax); err != nil {
+func (c *backend) RowStats(logits api.Buf, rows, v int, temperature float32, entropy, argmax api.Buf) error {
+	if err := api.CheckRowStats(logits, rows, v, temperature, entropy, argmax); err != nil {
 		return err
 	}
 	lb, err := c.buf(logits)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // MoE on the device: the router (router.kern and a cuBLAS SGEMM), grouping
@@ -69,7 +69,7 @@ func (c *backend) q4Fast(w *cudaWeight) bool {
 	return c.fast && !w.f32 && w.f == codecs.Q4 && w.geom.K%32 == 0 && c.fastMMA()
 }
 
-func (c *backend) MoE(out, u, x runtime.Buf, rows int, w runtime.MoEWeights) error {
+func (c *backend) MoE(out, u, x api.Buf, rows int, w api.MoEWeights) error {
 	return c.moe(out, u, x, rows, w, nil)
 }
 
@@ -83,19 +83,19 @@ type moeScratch struct {
 // moe is MoE; when stage is not nil it is called after each stage's work is
 // queued ("router", "group", "gateup", "down", "combine") and may wait for
 // it (the timing test does).
-func (c *backend) moe(out, u, x runtime.Buf, rows int, w runtime.MoEWeights, stage func(string) error) error {
-	E, H, F, err := runtime.CheckMoE(out, u, x, rows, w)
+func (c *backend) moe(out, u, x api.Buf, rows int, w api.MoEWeights, stage func(string) error) error {
+	E, H, F, err := api.CheckMoE(out, u, x, rows, w)
 	if err != nil {
 		return err
 	}
 	var bufs [5]*cudaBuf
-	for i, b := range []runtime.Buf{out, u, x, w.RouterScale, w.PerExpertScale} {
+	for i, b := range []api.Buf{out, u, x, w.RouterScale, w.PerExpertScale} {
 		if bufs[i], err = c.buf(b); err != nil {
 			return err
 		}
 	}
 	var ws [3]*cudaWeight
-	for i, wt := range []runtime.Weight{w.Router, w.GateUp, w.Down} {
+	for i, wt := range []api.Weight{w.Router, w.GateUp, w.Down} {
 		if ws[i], err = c.weight(wt); err != nil {
 			return err
 		}

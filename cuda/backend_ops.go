@@ -5,10 +5,10 @@ import (
 	"math"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
-// The backend's model-level ops (runtime.Backend): each checks its shapes
+// The backend's model-level ops (api.Backend): each checks its shapes
 // with the runtime's Check function, then only queues work on the device's
 // stream (kernels, device copies, cuBLAS). The exceptions: Categorical
 // uploads its rows' uniforms (a few bytes, waiting for the stream), and a
@@ -59,7 +59,7 @@ func (c *backend) grow(b **Buffer, n int64) (*Buffer, error) {
 }
 
 // ptrs returns the device addresses of buffers of this backend.
-func (c *backend) ptrs(bufs ...runtime.Buf) ([]Ptr, error) {
+func (c *backend) ptrs(bufs ...api.Buf) ([]Ptr, error) {
 	p := make([]Ptr, len(bufs))
 	for i, b := range bufs {
 		cb, err := c.buf(b)
@@ -71,8 +71,8 @@ func (c *backend) ptrs(bufs ...runtime.Buf) ([]Ptr, error) {
 	return p, nil
 }
 
-func (c *backend) Copy(dst runtime.Buf, dstOff int, src runtime.Buf, srcOff int, n int) error {
-	if err := runtime.CheckCopy(dst, dstOff, src, srcOff, n); err != nil {
+func (c *backend) Copy(dst api.Buf, dstOff int, src api.Buf, srcOff int, n int) error {
+	if err := api.CheckCopy(dst, dstOff, src, srcOff, n); err != nil {
 		return err
 	}
 	db, err := c.buf(dst)
@@ -89,8 +89,8 @@ func (c *backend) Copy(dst runtime.Buf, dstOff int, src runtime.Buf, srcOff int,
 	return db.b.CopyFrom(4*int64(dstOff), sb.b, 4*int64(srcOff), 4*int64(n))
 }
 
-func (c *backend) AddScale(x, y runtime.Buf, n int, s float32) error {
-	if err := runtime.CheckElementwise("AddScale", n, x, y); err != nil {
+func (c *backend) AddScale(x, y api.Buf, n int, s float32) error {
+	if err := api.CheckElementwise("AddScale", n, x, y); err != nil {
 		return err
 	}
 	p, err := c.ptrs(x, y)
@@ -100,8 +100,8 @@ func (c *backend) AddScale(x, y runtime.Buf, n int, s float32) error {
 	return c.ops.AddScale(p[0], p[1], int64(n), s)
 }
 
-func (c *backend) GeluMul(g, u runtime.Buf, n int) error {
-	if err := runtime.CheckElementwise("GeluMul", n, g, u); err != nil {
+func (c *backend) GeluMul(g, u api.Buf, n int) error {
+	if err := api.CheckElementwise("GeluMul", n, g, u); err != nil {
 		return err
 	}
 	p, err := c.ptrs(g, u)
@@ -111,8 +111,8 @@ func (c *backend) GeluMul(g, u runtime.Buf, n int) error {
 	return c.ops.GeluMul(p[0], p[1], int64(n))
 }
 
-func (c *backend) Temper(x runtime.Buf, n int, T float32) error {
-	if err := runtime.CheckTemper(x, n, T); err != nil {
+func (c *backend) Temper(x api.Buf, n int, T float32) error {
+	if err := api.CheckTemper(x, n, T); err != nil {
 		return err
 	}
 	p, err := c.ptrs(x)
@@ -122,8 +122,8 @@ func (c *backend) Temper(x runtime.Buf, n int, T float32) error {
 	return c.ops.Temper(p[0], int64(n), T)
 }
 
-func (c *backend) RoundBF16(x runtime.Buf, n int) error {
-	if err := runtime.CheckElementwise("RoundBF16", n, x); err != nil {
+func (c *backend) RoundBF16(x api.Buf, n int) error {
+	if err := api.CheckElementwise("RoundBF16", n, x); err != nil {
 		return err
 	}
 	p, err := c.ptrs(x)
@@ -136,8 +136,8 @@ func (c *backend) RoundBF16(x runtime.Buf, n int) error {
 // Embed gathers the rows on the device (Ops.Embed). The CPU refuses an id
 // that is not an integer in [0, Rows); here such an id, which the device
 // cannot report without a synchronization, gives a row of NaN.
-func (c *backend) Embed(out runtime.Buf, table runtime.Weight, ids runtime.Buf, rows int, scale float32) error {
-	if err := runtime.CheckEmbed(out, table, ids, rows); err != nil {
+func (c *backend) Embed(out api.Buf, table api.Weight, ids api.Buf, rows int, scale float32) error {
+	if err := api.CheckEmbed(out, table, ids, rows); err != nil {
 		return err
 	}
 	p, err := c.ptrs(out, ids)
@@ -169,8 +169,8 @@ const (
 // the table decoded into scratch (Ops.DequantRows; raw f32 in place), the
 // first band with β = 0 and the others accumulated with β = 1, then
 // multiplies by scale.
-func (c *backend) SoftEmbed(out, logits runtime.Buf, rows int, table runtime.Weight, scale float32) error {
-	if err := runtime.CheckSoftEmbed(out, logits, rows, table); err != nil {
+func (c *backend) SoftEmbed(out, logits api.Buf, rows int, table api.Weight, scale float32) error {
+	if err := api.CheckSoftEmbed(out, logits, rows, table); err != nil {
 		return err
 	}
 	p, err := c.ptrs(out, logits)
@@ -240,8 +240,8 @@ func (c *backend) SoftEmbed(out, logits runtime.Buf, rows int, table runtime.Wei
 	return c.ops.Scale(p[0], int64(rows)*int64(H), scale)
 }
 
-func (c *backend) Attention(out, q, k, v runtime.Buf, a runtime.AttentionShape) error {
-	if err := runtime.CheckAttention(out, q, k, v, a); err != nil {
+func (c *backend) Attention(out, q, k, v api.Buf, a api.AttentionShape) error {
+	if err := api.CheckAttention(out, q, k, v, a); err != nil {
 		return err
 	}
 	p, err := c.ptrs(out, q, k, v)
@@ -266,8 +266,8 @@ var oneBelow = math.Float32frombits(0x3f7fffff)
 // (Ops.Categorical): compensated f32 sums where the CPU sums in float64, so
 // a draw differs from the CPU's only where u·Σw lies within ~1e-6 (relative)
 // of a cumulative weight.
-func (c *backend) Categorical(out, logits runtime.Buf, rows, v int, us []float64) error {
-	if err := runtime.CheckCategorical(out, logits, rows, v, us); err != nil {
+func (c *backend) Categorical(out, logits api.Buf, rows, v int, us []float64) error {
+	if err := api.CheckCategorical(out, logits, rows, v, us); err != nil {
 		return err
 	}
 	p, err := c.ptrs(out, logits)

@@ -10,13 +10,16 @@ import (
 
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/dgq/testmodel"
-	"github.com/dgq-dev/dgq/runtime"
+	checks "github.com/dgq-dev/dgq/runtime/check"
+	"github.com/dgq-dev/dgq/runtime/cpu"
+	"github.com/dgq-dev/dgq/runtime/generate"
+	"github.com/dgq-dev/dgq/runtime/model"
 )
 
 // fixtureEngine quantizes a fixture (the embedded tiny checkpoint, or one of
 // the module's testdata/) with a profile and binds it; it returns the model,
 // an engine on the GPU at precision p, and the reference directory.
-func fixtureEngine(t *testing.T, fixture, profile string, p Precision) (*runtime.Model, *runtime.Engine, string) {
+func fixtureEngine(t *testing.T, fixture, profile string, p Precision) (*model.Model, *model.Engine, string) {
 	t.Helper()
 	d, _ := device(t)
 	tmp := t.TempDir()
@@ -54,12 +57,12 @@ func fixtureEngine(t *testing.T, fixture, profile string, p Precision) (*runtime
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pk.Close() })
-	m, err := runtime.Bind(runtime.PackWeights(pk))
+	m, err := model.Bind(model.PackWeights(pk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := NewBackend(d, BackendOptions{Precision: p})
-	e, err := runtime.NewEngine(m, b)
+	e, err := model.NewEngine(m, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +92,11 @@ func TestEngineParity(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.fixture+"/"+tc.profile+"/"+tc.p.String(), func(t *testing.T) {
 			m, e, ref := fixtureEngine(t, tc.fixture, tc.profile, tc.p)
-			b := runtime.DefaultBounds(m.WeightFormat())
+			b := checks.DefaultBounds(m.WeightFormat())
 			if tc.p == PrecisionBF16 {
-				b.VsCPU = runtime.VsCPUBF16
+				b.VsCPU = checks.VsCPUBF16
 			}
-			r, err := e.Parity(ref, b)
+			r, err := checks.Parity(e, ref, b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +104,7 @@ func TestEngineParity(t *testing.T) {
 				t.Logf("%-24s max abs %.3g (bound %.3g) vs cpu %.3g argmax %.3f pass %v", c.Name, c.MaxAbsErr, c.Tolerance, c.VsCPU, c.ArgmaxAgree, c.Pass)
 			}
 			// bf16 activations on these random fixtures amplify into logits
-			// errors of order 10 (runtime.VsCPUBF16): reported, not asserted;
+			// errors of order 10 (checks.VsCPUBF16): reported, not asserted;
 			// TestEngineBF16RealShape measures that precision where it is used.
 			if !r.Pass && tc.p == PrecisionF32 {
 				t.Errorf("parity failed (bounds %+v)", b)
@@ -116,16 +119,21 @@ func TestEngineParity(t *testing.T) {
 // amplifies the f32-vs-float64 difference (7e-4 at step 1) ~10–40× per step
 // (measured on the H200, docs/cuda.md), so two runs part within a few steps.
 // What must hold is that every step computes the same thing: in lockstep
-// (runtime.GenerateLockstep: the CPU given the GPU's canvas and
+// (checks.GenerateLockstep: the CPU given the GPU's canvas and
 // self-conditioning input each step) every disagreement of argmax, draw or
 // accept decision is a near tie of the CPU's own numbers.
 func TestEngineGenerateMatchesCPU(t *testing.T) {
 	for _, fx := range []string{"tiny", "wide"} {
 		t.Run(fx, func(t *testing.T) {
 			m, e, _ := fixtureEngine(t, fx, "bf16", PrecisionF32)
+			ce, err := model.NewEngine(m, cpu.New(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ce.Close()
 			prompt := []int{2, 17, 33, 5, 90, 41, 7, 64, 12, 3, 99, 100, 101, 8}
 			equal := 0
-			opts := []runtime.GenerateOptions{
+			opts := []generate.Options{
 				{Seed: 1, MaxNewTokens: 48},
 				{Seed: 2},
 				{Seed: 5},
@@ -139,15 +147,15 @@ func TestEngineGenerateMatchesCPU(t *testing.T) {
 				{Seed: 14, MaxNewTokens: 64, MaxSteps: 2, ArgmaxAccept: true},
 			}
 			for _, o := range opts {
-				want, err := m.Generate(context.Background(), prompt, nil, o)
+				want, err := generate.Generate(context.Background(), ce, prompt, nil, o)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := e.Generate(context.Background(), prompt, nil, o)
+				got, err := generate.Generate(context.Background(), e, prompt, nil, o)
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := e.GenerateLockstep(context.Background(), prompt, nil, o)
+				r, err := checks.GenerateLockstep(context.Background(), e, prompt, nil, o)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -197,7 +205,7 @@ func TestEngineBF16RealShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pk.Close()
-	m, err := runtime.Bind(runtime.PackWeights(pk))
+	m, err := model.Bind(model.PackWeights(pk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +218,7 @@ func TestEngineBF16RealShape(t *testing.T) {
 	run := func(p Precision) [2][]float32 {
 		b := NewBackend(d, BackendOptions{Precision: p})
 		defer b.Close()
-		e, err := runtime.NewEngine(m, b)
+		e, err := model.NewEngine(m, b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +249,7 @@ func TestEngineBF16RealShape(t *testing.T) {
 		agree := 0
 		for r := range len(a) / V {
 			ra, rb := a[r*V:(r+1)*V], b[r*V:(r+1)*V]
-			if runtime.Argmax(ra) == runtime.Argmax(rb) {
+			if cpu.Argmax(ra) == cpu.Argmax(rb) {
 				agree++
 			}
 			for i := range ra {

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
+	"github.com/dgq-dev/dgq/runtime/cpu"
 )
 
 // MoE tests (skipped without a GPU): the CUDA MoE against the CPU backend in
@@ -36,7 +37,7 @@ const (
 // moeProblem is one MoE layer's inputs on the host, with its weights stored.
 type moeProblem struct {
 	E, K, H, F, rows    int
-	router, gateUp, dn  runtime.TensorData
+	router, gateUp, dn  api.TensorData
 	routerScale, pes, x []float32
 	u                   []float32
 	root, eps           float32
@@ -88,14 +89,14 @@ func moeRandBF16(seed uint64, n int, sd float64) []byte {
 // when mats > 1: an expert stack, whose nvfp4 experts each get their own
 // matrix scale), rows split over goroutines (codecs encoders take disjoint
 // rows concurrently).
-func moeEncode(t testing.TB, f codecs.Format, mats, rows, k int, src []byte, name string) runtime.TensorData {
+func moeEncode(t testing.TB, f codecs.Format, mats, rows, k int, src []byte, name string) api.TensorData {
 	t.Helper()
 	m := codecs.Matrix{Rows: int64(rows), K: int64(k), Mats: int64(mats)}
 	shape := []int64{int64(rows), int64(k)}
 	if mats > 1 {
 		shape = []int64{int64(mats), int64(rows / mats), int64(k)}
 	}
-	td := runtime.TensorData{Name: name, Format: f, DType: codecs.BF16, Shape: shape}
+	td := api.TensorData{Name: name, Format: f, DType: codecs.BF16, Shape: shape}
 	if f == codecs.Raw {
 		td.Bytes = src
 		return td
@@ -223,10 +224,10 @@ func moeNearTies(p *moeProblem, routerV []float32) []bool {
 
 // moeSetup uploads a problem to a backend.
 type moeSetup struct {
-	be                 runtime.Backend
-	out, u, x, rs, pes runtime.Buf
-	router, gateUp, dn runtime.Weight
-	w                  runtime.MoEWeights
+	be                 api.Backend
+	out, u, x, rs, pes api.Buf
+	router, gateUp, dn api.Weight
+	w                  api.MoEWeights
 	freeList           []interface{ Free() error }
 }
 
@@ -236,10 +237,10 @@ func (s *moeSetup) free() {
 	}
 }
 
-func newMoESetup(t testing.TB, be runtime.Backend, p *moeProblem) *moeSetup {
+func newMoESetup(t testing.TB, be api.Backend, p *moeProblem) *moeSetup {
 	t.Helper()
 	s := &moeSetup{be: be}
-	buf := func(n int, v []float32) runtime.Buf {
+	buf := func(n int, v []float32) api.Buf {
 		b, err := be.Alloc(n)
 		if err != nil {
 			t.Fatal(err)
@@ -252,7 +253,7 @@ func newMoESetup(t testing.TB, be runtime.Backend, p *moeProblem) *moeSetup {
 		}
 		return b
 	}
-	wt := func(td runtime.TensorData) runtime.Weight {
+	wt := func(td api.TensorData) api.Weight {
 		w, err := be.UploadWeight(td)
 		if err != nil {
 			t.Fatal(err)
@@ -264,7 +265,7 @@ func newMoESetup(t testing.TB, be runtime.Backend, p *moeProblem) *moeSetup {
 	s.u, s.x = buf(p.rows*p.H, p.u), buf(p.rows*p.H, p.x)
 	s.rs, s.pes = buf(p.H, p.routerScale), buf(p.E, p.pes)
 	s.router, s.gateUp, s.dn = wt(p.router), wt(p.gateUp), wt(p.dn)
-	s.w = runtime.MoEWeights{Router: s.router, RouterScale: s.rs, PerExpertScale: s.pes, RouterRoot: p.root, Eps: p.eps,
+	s.w = api.MoEWeights{Router: s.router, RouterScale: s.rs, PerExpertScale: s.pes, RouterRoot: p.root, Eps: p.eps,
 		GateUp: s.gateUp, Down: s.dn, TopK: p.K}
 	return s
 }
@@ -321,11 +322,11 @@ func moeCompare(t *testing.T, name string, p *moeProblem, got, want []float32, r
 
 // moeBackends returns an exact and a fast CUDA backend; their MoE state is
 // freed at the end of the test.
-func moeBackends(t testing.TB, d *Device) (exact, fast runtime.Backend) {
+func moeBackends(t testing.TB, d *Device) (exact, fast api.Backend) {
 	exact = NewBackend(d, BackendOptions{})
 	fast = NewBackend(d, BackendOptions{Precision: PrecisionBF16})
 	t.Cleanup(func() {
-		for _, b := range []runtime.Backend{exact, fast} {
+		for _, b := range []api.Backend{exact, fast} {
 			if err := b.(*backend).closeMoE(); err != nil {
 				t.Errorf("closeMoE: %v", err)
 			}
@@ -350,7 +351,7 @@ func moeFits(f codecs.Format, k int) bool {
 func TestMoESmall(t *testing.T) {
 	d, _ := device(t)
 	exact, fast := moeBackends(t, d)
-	ref := runtime.CPUBackend()
+	ref := cpu.New(0)
 	defer ref.Close()
 	cases := []struct{ E, K, H, F, rows int }{
 		{4, 2, 32, 16, 5},
@@ -374,7 +375,7 @@ func TestMoESmall(t *testing.T) {
 			want := rs.run(t, c.rows)
 			rs.free()
 			type mode struct {
-				be  runtime.Backend
+				be  api.Backend
 				rel float64
 				tag string
 			}
@@ -427,7 +428,7 @@ func moeQ4Only() bool { return os.Getenv("DGQ_MOE_Q4_ONLY") != "" }
 func TestMoEReal(t *testing.T) {
 	d, _ := device(t)
 	exact, fast := moeBackends(t, d)
-	ref := runtime.CPUBackend()
+	ref := cpu.New(0)
 	defer ref.Close()
 	for _, f := range []codecs.Format{codecs.Q4, codecs.Raw} {
 		if f == codecs.Raw && moeQ4Only() {
@@ -475,7 +476,7 @@ func TestMoEReal(t *testing.T) {
 
 // moeTime returns the mean wall time of reps calls of f, after warm calls,
 // with a Sync before the clock starts and before it stops.
-func moeTime(t testing.TB, be runtime.Backend, warm, reps int, f func() error) time.Duration {
+func moeTime(t testing.TB, be api.Backend, warm, reps int, f func() error) time.Duration {
 	t.Helper()
 	for range warm {
 		if err := f(); err != nil {
@@ -702,7 +703,7 @@ func TestMatMulFast(t *testing.T) {
 	d, _ := device(t)
 	_, fastBE := moeBackends(t, d)
 	fb := fastBE.(*backend)
-	ref := runtime.CPUBackend()
+	ref := cpu.New(0)
 	defer ref.Close()
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, f := range []codecs.Format{codecs.Raw, codecs.Q4} {
@@ -729,7 +730,7 @@ func TestMatMulFast(t *testing.T) {
 				for i := range a {
 					a[i] = float32(rng.NormFloat64())
 				}
-				run := func(be runtime.Backend, w runtime.Weight, fastPath bool) []float32 {
+				run := func(be api.Backend, w api.Weight, fastPath bool) []float32 {
 					ab, _ := be.Alloc(m * k)
 					cb, _ := be.Alloc(m*n + 3)
 					defer ab.Free()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // attnTile is the tile edge of attention.kern's tiled kernels (AT_BM = AT_BN)
@@ -17,7 +17,7 @@ const (
 // attnSpan is the number of key rows Attention's scratch holds per query
 // row and head: KeyStart … KeyEnd−1 (bidirectional) or KeyStart …
 // QueryPos+Rows−1 (causal).
-func attnSpan(a runtime.AttentionShape) int {
+func attnSpan(a api.AttentionShape) int {
 	end := a.KeyEnd
 	if a.Causal {
 		end = a.QueryPos + a.Rows
@@ -27,16 +27,16 @@ func attnSpan(a runtime.AttentionShape) int {
 
 // AttentionScratch is the size in bytes of the scores scratch Attention
 // needs for shape a: Heads·Rows·span f32 values.
-func AttentionScratch(a runtime.AttentionShape) int64 {
+func AttentionScratch(a api.AttentionShape) int64 {
 	return 4 * int64(a.Heads) * int64(a.Rows) * int64(attnSpan(a))
 }
 
 // Attention queues out = softmax(q·kᵀ)·v per head (scale 1, grouped KV heads,
-// the visible keys of runtime.AttentionShape) in f32: attention.kern's
+// the visible keys of api.AttentionShape) in f32: attention.kern's
 // attn_scores_f32, attn_probs_f32 and attn_pv_f32, with the scores and
 // probabilities in scores (AttentionScratch(a) bytes). The shape must have
-// passed runtime.CheckAttention.
-func (o *Ops) Attention(out, q, k, v, scores Ptr, a runtime.AttentionShape) error {
+// passed api.CheckAttention.
+func (o *Ops) Attention(out, q, k, v, scores Ptr, a api.AttentionShape) error {
 	span := attnSpan(a)
 	const lim = math.MaxInt32
 	if a.Rows <= 0 || a.Heads <= 0 || a.KVHeads <= 0 || a.HeadDim <= 0 || a.Heads%a.KVHeads != 0 || span <= 0 ||

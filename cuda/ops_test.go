@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
+	"github.com/dgq-dev/dgq/runtime/cpu"
 )
 
 // GPU tests of the backend ops beyond the conformance suite
@@ -187,9 +188,9 @@ func TestAttentionLarge(t *testing.T) {
 	d, _ := device(t)
 	b := Backend(d)
 	defer b.Close()
-	ref := runtime.CPUBackend()
+	ref := cpu.New(0)
 	rng := rand.New(rand.NewPCG(45, 46))
-	for _, a := range []runtime.AttentionShape{
+	for _, a := range []api.AttentionShape{
 		{Rows: 96, Heads: 16, KVHeads: 2, HeadDim: 512, Causal: true, QueryPos: 1900},
 		{Rows: 200, Heads: 16, KVHeads: 8, HeadDim: 256, Causal: true, QueryPos: 1000, KeyStart: 300, Window: 512},
 		{Rows: 600, Heads: 8, KVHeads: 4, HeadDim: 64, Causal: true, QueryPos: 100, Window: 300}, // several causal chunks on the GEMM path
@@ -212,8 +213,8 @@ func TestAttentionLarge(t *testing.T) {
 		for i := range k {
 			k[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 		}
-		run := func(be runtime.Backend) []float32 {
-			bufs := make([]runtime.Buf, 4)
+		run := func(be api.Backend) []float32 {
+			bufs := make([]api.Buf, 4)
 			for i, x := range [][]float32{make([]float32, len(q)), q, k, v} {
 				buf, err := be.Alloc(len(x))
 				if err != nil {
@@ -282,7 +283,7 @@ func TestAttentionLarge(t *testing.T) {
 
 // timeOp returns the mean wall time of op over reps runs after a warm-up, the
 // queue drained (Sync) around them.
-func timeOp(t *testing.T, b runtime.Backend, reps int, op func() error) time.Duration {
+func timeOp(t *testing.T, b api.Backend, reps int, op func() error) time.Duration {
 	t.Helper()
 	if err := op(); err != nil {
 		t.Fatal(err)
@@ -303,7 +304,7 @@ func timeOp(t *testing.T, b runtime.Backend, reps int, op func() error) time.Dur
 }
 
 // randBuf allocates n values on b filled from gen.
-func randBuf(t *testing.T, b runtime.Backend, n int, gen func() float32) runtime.Buf {
+func randBuf(t *testing.T, b api.Backend, n int, gen func() float32) api.Buf {
 	t.Helper()
 	v := make([]float32, n)
 	for i := range v {
@@ -330,7 +331,7 @@ func TestOpsRealShapes(t *testing.T) {
 	norm := func() float32 { return float32(rng.NormFloat64()) }
 	const H, C, V = 2816, 256, 262144
 
-	for _, a := range []runtime.AttentionShape{
+	for _, a := range []api.AttentionShape{
 		{Rows: C, Heads: 16, KVHeads: 2, HeadDim: 512, KeyStart: 0, KeyEnd: 2048 + C},
 		{Rows: C, Heads: 16, KVHeads: 8, HeadDim: 256, KeyStart: 2048 + C - 1024, KeyEnd: 2048 + C},
 		{Rows: 1024, Heads: 16, KVHeads: 2, HeadDim: 512, Causal: true, QueryPos: 1024},
@@ -351,7 +352,7 @@ func TestOpsRealShapes(t *testing.T) {
 		keys := float64(end - a.KeyStart) // computed tiles: about half of it when causal
 		t.Logf("Attention %+v: %v (%.0f GFLOP/s counting every key of the span)", a, dt,
 			4*float64(a.Rows)*float64(a.Heads)*keys*float64(a.HeadDim)/dt.Seconds()/1e9)
-		for _, x := range []runtime.Buf{q, k, v, out} {
+		for _, x := range []api.Buf{q, k, v, out} {
 			x.Free()
 		}
 	}
@@ -383,7 +384,7 @@ func TestOpsRealShapes(t *testing.T) {
 			}
 			dt = codecs.F32
 		}
-		w, err := b.UploadWeight(runtime.TensorData{Name: "embed", Format: f, DType: dt, Shape: []int64{Vq, H}, Bytes: enc})
+		w, err := b.UploadWeight(api.TensorData{Name: "embed", Format: f, DType: dt, Shape: []int64{Vq, H}, Bytes: enc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -410,7 +411,7 @@ func TestOpsRealShapes(t *testing.T) {
 	inv := randBuf(t, b, 256, func() float32 { return rng.Float32() })
 	qr := randBuf(t, b, C*16*512, norm)
 	t.Logf("RoPE %d×16×512: %v", C, timeOp(t, b, 50, func() error { return b.RoPE(qr, C, 16, 512, 1000, inv) }))
-	for _, z := range []runtime.Buf{x, y, g, u, inv, qr} {
+	for _, z := range []api.Buf{x, y, g, u, inv, qr} {
 		z.Free()
 	}
 

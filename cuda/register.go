@@ -4,36 +4,36 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // The package registers itself as runtime backend "cuda": a program that
 // links it (cmd/dgq does) can run `--backend cuda`. Registration loads
 // nothing; the libraries are opened when the backend is.
-func init() { runtime.RegisterBackend("cuda", openRegistered) }
+func init() { api.Register("cuda", openRegistered) }
 
 // openRegistered opens device 0 and a backend on it that owns the device.
-// Without a usable GPU the error wraps both runtime.ErrBackendUnavailable
+// Without a usable GPU the error wraps both api.ErrUnavailable
 // and ErrUnavailable, in one line.
-func openRegistered(c runtime.BackendConfig) (runtime.Backend, error) {
+func openRegistered(c api.Config) (api.Backend, error) {
 	o := BackendOptions{}
 	switch c.Precision {
 	case "", "f32":
 	case "bf16":
 		o.Precision = PrecisionBF16
 	default:
-		return nil, fmt.Errorf("%w: cuda precision %q (valid: f32, bf16)", runtime.ErrUnknownBackend, c.Precision)
+		return nil, fmt.Errorf("%w: cuda precision %q (valid: f32, bf16)", api.ErrUnknown, c.Precision)
 	}
 	d, err := Open()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", runtime.ErrBackendUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", api.ErrUnavailable, err)
 	}
 	return &ownedBackend{Backend: NewBackend(d, o), d: d}, nil
 }
 
 // ownedBackend closes its device with itself.
 type ownedBackend struct {
-	runtime.Backend
+	api.Backend
 	d *Device
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/layout"
-	"github.com/dgq-dev/dgq/runtime"
+	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // Tests of the resident (planar) layout and of the re-lay at upload
@@ -263,10 +263,10 @@ func TestUploadRealShape(t *testing.T) {
 	for _, pinned := range []bool{true, false} {
 		b := NewBackend(d, BackendOptions{})
 		b.(*backend).ops.SetUploadChunk(0, pinned)
-		ws := make([]runtime.Weight, 0, len(plan.Entries))
+		ws := make([]api.Weight, 0, len(plan.Entries))
 		start := time.Now()
 		for _, e := range plan.Entries {
-			w, err := b.UploadWeight(runtime.TensorData{Name: e.Name, Format: e.Format, DType: e.DType, Shape: e.Shape,
+			w, err := b.UploadWeight(api.TensorData{Name: e.Name, Format: e.Format, DType: e.DType, Shape: e.Shape,
 				Bytes: host[fmt.Sprint(e.Format, e.DType, e.Shape)]})
 			if err != nil {
 				t.Fatal(err)

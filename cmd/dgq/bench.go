@@ -5,12 +5,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/check"
 )
 
 func newBenchCmd(e *env) *cobra.Command {
 	var (
-		o      runtime.BenchOptions
+		o      check.BenchOptions
 		asJSON bool
 	)
 	c := &cobra.Command{
@@ -29,7 +29,7 @@ with the device (docs/performance.md).`,
 			if o.PromptLen < 1 || o.Reps < 1 || o.Canvas < 0 {
 				return usageErr(fmt.Errorf("bench: --prompt-len and --reps must be ≥ 1, --canvas ≥ 0"))
 			}
-			r, err := runtime.Bench(e.ctx, args[0], o)
+			r, err := check.Bench(e.ctx, args[0], o)
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,11 @@ import (
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/layout"
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
+	"github.com/dgq-dev/dgq/runtime/check"
+	"github.com/dgq-dev/dgq/runtime/generate"
+	"github.com/dgq-dev/dgq/runtime/model"
+	"github.com/dgq-dev/dgq/runtime/session"
 	"github.com/dgq-dev/dgq/runtime/tokenizer"
 )
 
@@ -41,7 +45,7 @@ func usageErr(err error) error { return &codedError{err: err, code: exitUsage} }
 var usageErrors = []error{
 	dgq.ErrUsage, dgq.ErrExists, layout.ErrProfile, layout.ErrTarget, layout.ErrLocked,
 	layout.ErrExpertFormats, layout.ErrOverrideSyntax, layout.ErrDuplicateSet, codecs.ErrUnknownFormat,
-	runtime.ErrUnknownBackend,
+	backend.ErrUnknown,
 }
 
 var invalidErrors = []error{
@@ -49,7 +53,7 @@ var invalidErrors = []error{
 	hfcache.ErrSafetensors, hfcache.ErrIndex, hfcache.ErrInventory, hfcache.ErrMissingFile,
 	layout.ErrConfig, layout.ErrInventory, layout.ErrDims, layout.ErrUnknownTensor, layout.ErrDuplicate,
 	codecs.ErrNonFinite, tokenizer.ErrFormat, tokenizer.ErrUnsupported, tokenizer.ErrTooLarge,
-	runtime.ErrBinding, runtime.ErrInput, runtime.ErrReference, runtime.ErrGenerationConfig, runtime.ErrRun,
+	model.ErrBinding, model.ErrInput, check.ErrReference, generate.ErrConfig, session.ErrRun,
 }
 
 var staleErrors = []error{hfcache.ErrStale, hfcache.ErrNotInCache}
@@ -62,7 +66,7 @@ func exitCode(err error) int {
 	if errors.Is(err, context.Canceled) {
 		return exitCanceled
 	}
-	if errors.Is(err, runtime.ErrBackendUnavailable) {
+	if errors.Is(err, backend.ErrUnavailable) {
 		return exitBackend
 	}
 	for _, target := range staleErrors {

@@ -16,7 +16,7 @@ import (
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/overlay"
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/check"
 )
 
 var (
@@ -247,7 +247,7 @@ type parityCaseJSON struct {
 	VsCPU *float64 `json:"max_abs_vs_cpu,omitempty"`
 }
 
-func parityJSON(r *runtime.ParityReport, b runtime.Bounds) any {
+func parityJSON(r *check.ParityReport, b check.Bounds) any {
 	cases := make([]parityCaseJSON, len(r.Cases))
 	for i, c := range r.Cases {
 		cases[i] = parityCaseJSON{c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, c.Pass, nil}
@@ -263,7 +263,7 @@ func parityJSON(r *runtime.ParityReport, b runtime.Bounds) any {
 	return map[string]any{"pass": r.Pass, "backend": r.Backend, "cases": cases, "bounds": bounds}
 }
 
-func renderParity(w io.Writer, r *runtime.ParityReport, b runtime.Bounds) {
+func renderParity(w io.Writer, r *check.ParityReport, b check.Bounds) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	vs := r.Backend != "cpu"
 	head := "case\tmax abs err\tmean abs err\tcosine\targmax agree\ttolerance\t"
@@ -289,7 +289,7 @@ func renderParity(w io.Writer, r *runtime.ParityReport, b runtime.Bounds) {
 	fmt.Fprintf(w, "parity: %s\n", map[bool]string{true: "pass", false: "FAIL"}[r.Pass])
 }
 
-func renderSmoke(w io.Writer, dir string, r *runtime.SmokeReport) {
+func renderSmoke(w io.Writer, dir string, r *check.SmokeReport) {
 	fmt.Fprintf(w, "smoke %s\n", dir)
 	for _, c := range r.Checks {
 		status := map[bool]string{true: "ok  ", false: "FAIL"}[c.Pass]

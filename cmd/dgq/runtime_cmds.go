@@ -7,14 +7,17 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
+	"github.com/dgq-dev/dgq/runtime/check"
+	"github.com/dgq-dev/dgq/runtime/generate"
+	"github.com/dgq-dev/dgq/runtime/session"
 )
 
 // checkBackend refuses backends this build does not have and precisions
 // no backend has, before anything is loaded.
 func checkBackend(b, precision string) error {
-	if !slices.Contains(runtime.BackendNames(), b) {
-		return usageErr(fmt.Errorf("--backend %s is not built in (valid: %s)", b, strings.Join(runtime.BackendNames(), ", ")))
+	if !slices.Contains(backend.Names(), b) {
+		return usageErr(fmt.Errorf("--backend %s is not built in (valid: %s)", b, strings.Join(backend.Names(), ", ")))
 	}
 	switch {
 	case precision != "f32" && precision != "bf16":
@@ -26,8 +29,8 @@ func checkBackend(b, precision string) error {
 }
 
 // backendFlags adds --backend and --precision to a command that runs a pack.
-func backendFlags(c *cobra.Command, lo *runtime.LoadOptions) {
-	c.Flags().StringVar(&lo.Backend, "backend", "cpu", "compute backend: "+strings.Join(runtime.BackendNames(), ", "))
+func backendFlags(c *cobra.Command, lo *session.Options) {
+	c.Flags().StringVar(&lo.Backend, "backend", "cpu", "compute backend: "+strings.Join(backend.Names(), ", "))
 	c.Flags().StringVar(&lo.Precision, "precision", "f32", "matrix-product arithmetic of a GPU backend: f32 (exact) or bf16 (tensor cores, fast)")
 }
 
@@ -35,7 +38,7 @@ func newParityCmd(e *env) *cobra.Command {
 	var (
 		ref    string
 		asJSON bool
-		lo     runtime.LoadOptions
+		lo     session.Options
 	)
 	c := &cobra.Command{
 		Use:   "parity PACK --reference FILE [--json] [--backend cpu|cuda] [--precision f32|bf16]",
@@ -54,7 +57,7 @@ float tensor's difference from it is reported and bounded (docs/cuda.md).`,
 			if ref == "" {
 				return usageErr(fmt.Errorf("parity: --reference FILE is required"))
 			}
-			r, b, err := runtime.ParityRun(args[0], ref, lo)
+			r, b, err := check.ParityRun(args[0], ref, lo)
 			if err != nil {
 				return err
 			}
@@ -80,8 +83,8 @@ float tensor's difference from it is reported and bounded (docs/cuda.md).`,
 
 func newRunCmd(e *env) *cobra.Command {
 	var (
-		o     runtime.RunOptions
-		lo    runtime.LoadOptions
+		o     session.RunOptions
+		lo    session.Options
 		trace bool
 	)
 	c := &cobra.Command{
@@ -96,11 +99,11 @@ gives the same output. The seed engine's deliberate divergences are available as
 				return err
 			}
 			if trace {
-				o.Generation.Trace = func(s runtime.StepTrace) {
+				o.Generation.Trace = func(s generate.StepTrace) {
 					fmt.Fprintf(e.stderr, "block %d step %2d: T %.4f accepted %3d mean entropy %.4f%s\n", s.Block, s.Step, s.Temperature, s.Accepted, s.MeanEntropy, map[bool]string{true: " stop", false: ""}[s.Stopped])
 				}
 			}
-			r, err := runtime.Reply(e.ctx, args[0], lo, o)
+			r, err := session.Reply(e.ctx, args[0], lo, o)
 			if err != nil {
 				return err
 			}
@@ -142,7 +145,7 @@ func newTokenizeCmd(e *env) *cobra.Command {
 		Short: "Print the token ids of a text (bos included), as the tokenizers library would",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids, toks, err := runtime.Tokenize(args[0], args[1])
+			ids, toks, err := session.Tokenize(args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -161,7 +164,7 @@ func newTokenizeCmd(e *env) *cobra.Command {
 
 func newSmokeCmd(e *env) *cobra.Command {
 	var (
-		o      runtime.SmokeOptions
+		o      check.SmokeOptions
 		asJSON bool
 	)
 	c := &cobra.Command{
@@ -169,7 +172,7 @@ func newSmokeCmd(e *env) *cobra.Command {
 		Short: "Run a fixed battery on a pack: finite logits, determinism, decodable replies, parity, timings",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := runtime.Smoke(e.ctx, args[0], o)
+			r, err := check.Smoke(e.ctx, args[0], o)
 			if err != nil {
 				return err
 			}

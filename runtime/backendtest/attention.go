@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // attnCases are Attention's shapes: the model's (16 query heads over 8 KV
@@ -17,25 +17,25 @@ import (
 // reference fast. sigma is the spread of the scores (larger: peakier).
 var attnCases = []struct {
 	name  string
-	a     runtime.AttentionShape
+	a     backend.AttentionShape
 	sigma float64
 }{
-	{"bidi/sliding-model", runtime.AttentionShape{Rows: 32, Heads: 16, KVHeads: 8, HeadDim: 256, KeyStart: 0, KeyEnd: 300}, 3},
-	{"bidi/full-model-after-cache", runtime.AttentionShape{Rows: 19, Heads: 16, KVHeads: 2, HeadDim: 512, KeyStart: 45, KeyEnd: 240}, 3},
-	{"bidi/one-key", runtime.AttentionShape{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 8, KeyStart: 3, KeyEnd: 4}, 3},
-	{"bidi/group4-peaked", runtime.AttentionShape{Rows: 7, Heads: 8, KVHeads: 2, HeadDim: 16, KeyStart: 1, KeyEnd: 77}, 25},
-	{"bidi/one-query", runtime.AttentionShape{Rows: 1, Heads: 16, KVHeads: 2, HeadDim: 512, KeyStart: 0, KeyEnd: 257}, 3},
-	{"causal/prefill", runtime.AttentionShape{Rows: 70, Heads: 4, KVHeads: 1, HeadDim: 16, Causal: true}, 3},
-	{"causal/chunk-after-prefix", runtime.AttentionShape{Rows: 50, Heads: 8, KVHeads: 8, HeadDim: 256, Causal: true, QueryPos: 200}, 3},
-	{"causal/sliding-model", runtime.AttentionShape{Rows: 70, Heads: 16, KVHeads: 8, HeadDim: 256, Causal: true, QueryPos: 230, Window: 24}, 3},
-	{"causal/sliding-cache-start", runtime.AttentionShape{Rows: 40, Heads: 16, KVHeads: 2, HeadDim: 512, Causal: true, KeyStart: 120, QueryPos: 150, Window: 64}, 3},
-	{"causal/sliding-one-row", runtime.AttentionShape{Rows: 1, Heads: 16, KVHeads: 2, HeadDim: 512, Causal: true, KeyStart: 172, QueryPos: 299, Window: 128}, 8},
-	{"causal/window-1", runtime.AttentionShape{Rows: 5, Heads: 2, KVHeads: 1, HeadDim: 8, Causal: true, QueryPos: 3, Window: 1}, 3},
-	{"causal/window-2-peaked", runtime.AttentionShape{Rows: 9, Heads: 8, KVHeads: 1, HeadDim: 16, Causal: true, KeyStart: 2, QueryPos: 11, Window: 2}, 25},
+	{"bidi/sliding-model", backend.AttentionShape{Rows: 32, Heads: 16, KVHeads: 8, HeadDim: 256, KeyStart: 0, KeyEnd: 300}, 3},
+	{"bidi/full-model-after-cache", backend.AttentionShape{Rows: 19, Heads: 16, KVHeads: 2, HeadDim: 512, KeyStart: 45, KeyEnd: 240}, 3},
+	{"bidi/one-key", backend.AttentionShape{Rows: 1, Heads: 4, KVHeads: 4, HeadDim: 8, KeyStart: 3, KeyEnd: 4}, 3},
+	{"bidi/group4-peaked", backend.AttentionShape{Rows: 7, Heads: 8, KVHeads: 2, HeadDim: 16, KeyStart: 1, KeyEnd: 77}, 25},
+	{"bidi/one-query", backend.AttentionShape{Rows: 1, Heads: 16, KVHeads: 2, HeadDim: 512, KeyStart: 0, KeyEnd: 257}, 3},
+	{"causal/prefill", backend.AttentionShape{Rows: 70, Heads: 4, KVHeads: 1, HeadDim: 16, Causal: true}, 3},
+	{"causal/chunk-after-prefix", backend.AttentionShape{Rows: 50, Heads: 8, KVHeads: 8, HeadDim: 256, Causal: true, QueryPos: 200}, 3},
+	{"causal/sliding-model", backend.AttentionShape{Rows: 70, Heads: 16, KVHeads: 8, HeadDim: 256, Causal: true, QueryPos: 230, Window: 24}, 3},
+	{"causal/sliding-cache-start", backend.AttentionShape{Rows: 40, Heads: 16, KVHeads: 2, HeadDim: 512, Causal: true, KeyStart: 120, QueryPos: 150, Window: 64}, 3},
+	{"causal/sliding-one-row", backend.AttentionShape{Rows: 1, Heads: 16, KVHeads: 2, HeadDim: 512, Causal: true, KeyStart: 172, QueryPos: 299, Window: 128}, 8},
+	{"causal/window-1", backend.AttentionShape{Rows: 5, Heads: 2, KVHeads: 1, HeadDim: 8, Causal: true, QueryPos: 3, Window: 1}, 3},
+	{"causal/window-2-peaked", backend.AttentionShape{Rows: 9, Heads: 8, KVHeads: 1, HeadDim: 16, Causal: true, KeyStart: 2, QueryPos: 11, Window: 2}, 25},
 }
 
-// visible is the key range [lo, hi) query t sees (runtime.AttentionShape).
-func visible(a runtime.AttentionShape, t int) (lo, hi int) {
+// visible is the key range [lo, hi) query t sees (backend.AttentionShape).
+func visible(a backend.AttentionShape, t int) (lo, hi int) {
 	lo, hi = a.KeyStart, a.KeyEnd
 	if a.Causal {
 		p := a.QueryPos + t
@@ -47,7 +47,7 @@ func visible(a runtime.AttentionShape, t int) (lo, hi int) {
 	return lo, hi
 }
 
-func testAttention(t *testing.T, b, ref runtime.Backend) {
+func testAttention(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	for _, c := range attnCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,9 +69,9 @@ func testAttention(t *testing.T, b, ref runtime.Backend) {
 				k[i] *= 1e3
 				v[i] = 1e4
 			}
-			run := func(be runtime.Backend) [][]float32 {
+			run := func(be backend.Backend) [][]float32 {
 				out := withTail(make([]float32, a.Rows*qw), 3)
-				return runOp(t, be, "Attention "+c.name, [][]float32{out, q, k, v}, func(bufs []runtime.Buf) error {
+				return runOp(t, be, "Attention "+c.name, [][]float32{out, q, k, v}, func(bufs []backend.Buf) error {
 					return be.Attention(bufs[0], bufs[1], bufs[2], bufs[3], a)
 				})
 			}

@@ -1,8 +1,8 @@
-// Package backendtest is the conformance suite of runtime.Backend: it runs
+// Package backendtest is the conformance suite of backend.Backend: it runs
 // every op of a backend on random inputs, at the real model's widths (2816,
 // 704, 2112, head dims 256 and 512, vocabulary 262144) and small odd ones,
 // and compares the results with the CPU reference backend under the
-// tolerances documented on runtime.Backend:
+// tolerances documented on backend.Backend:
 //
 //   - Upload/Download round trips, Dequant, Copy, AddScale, Embed, Temper
 //     and RoundBF16: bit-exact (NaNs may differ in payload).
@@ -27,10 +27,12 @@ import (
 
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/layout"
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
+	"github.com/dgq-dev/dgq/runtime/cpu"
+	"github.com/dgq-dev/dgq/runtime/model"
 )
 
-// Tolerances (see runtime.Backend).
+// Tolerances (see backend.Backend).
 const (
 	// RMSNormRel bounds the relative error of each RMSNorm output: f32
 	// sums of up to a few thousand squares in any order stay within ~1e-6
@@ -125,8 +127,8 @@ var formats = []formatDType{
 }
 
 // Run runs the conformance suite on b.
-func Run(t *testing.T, b runtime.Backend) {
-	ref := runtime.CPUBackend()
+func Run(t *testing.T, b backend.Backend) {
+	ref := cpu.New(0)
 	defer ref.Close()
 	t.Run("Buffers", func(t *testing.T) { testBuffers(t, b) })
 	t.Run("RMSNorm", func(t *testing.T) { testRMSNorm(t, b, ref) })
@@ -164,7 +166,7 @@ func same(a, b float32) bool {
 }
 
 // mustBuf allocates n values and uploads v (when not nil).
-func mustBuf(t *testing.T, b runtime.Backend, n int, v []float32) runtime.Buf {
+func mustBuf(t *testing.T, b backend.Backend, n int, v []float32) backend.Buf {
 	t.Helper()
 	buf, err := b.Alloc(n)
 	if err != nil {
@@ -179,7 +181,7 @@ func mustBuf(t *testing.T, b runtime.Backend, n int, v []float32) runtime.Buf {
 	return buf
 }
 
-func download(t *testing.T, b runtime.Backend, buf runtime.Buf, n int) []float32 {
+func download(t *testing.T, b backend.Backend, buf backend.Buf, n int) []float32 {
 	t.Helper()
 	out := make([]float32, n)
 	if err := b.Download(buf, out); err != nil {
@@ -188,7 +190,7 @@ func download(t *testing.T, b runtime.Backend, buf runtime.Buf, n int) []float32
 	return out
 }
 
-func testBuffers(t *testing.T, b runtime.Backend) {
+func testBuffers(t *testing.T, b backend.Backend) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{1, 3, 1000, 2816 * 3} {
 		v := randVec(rng, n)
@@ -217,7 +219,7 @@ func testBuffers(t *testing.T, b runtime.Backend) {
 	}
 }
 
-func testRMSNorm(t *testing.T, b, ref runtime.Backend) {
+func testRMSNorm(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, sh := range normShapes {
 		rows, n := sh[0], sh[1]
@@ -252,14 +254,14 @@ func testRMSNorm(t *testing.T, b, ref runtime.Backend) {
 	}
 }
 
-func rmsNormOn(t *testing.T, b runtime.Backend, x, w []float32, rows, n int, eps float32, inPlace bool) []float32 {
+func rmsNormOn(t *testing.T, b backend.Backend, x, w []float32, rows, n int, eps float32, inPlace bool) []float32 {
 	t.Helper()
 	xb := mustBuf(t, b, rows*n, x)
 	yb := xb
 	if !inPlace {
 		yb = mustBuf(t, b, rows*n+3, nil)
 	}
-	var wb runtime.Buf
+	var wb backend.Buf
 	if w != nil {
 		wb = mustBuf(t, b, n, w)
 	}
@@ -271,7 +273,7 @@ func rmsNormOn(t *testing.T, b runtime.Backend, x, w []float32, rows, n int, eps
 
 // Encode encodes a [rows, k] tensor of src values (rounded to dt first) in
 // format f, as a pack stores it.
-func Encode(f codecs.Format, dt codecs.DType, rows, k int, src []float32) (runtime.TensorData, error) {
+func Encode(f codecs.Format, dt codecs.DType, rows, k int, src []float32) (backend.TensorData, error) {
 	m := codecs.Matrix{Rows: int64(rows), K: int64(k)}
 	raw := make([]byte, len(src)*dt.Size())
 	for i, v := range src {
@@ -287,18 +289,18 @@ func Encode(f codecs.Format, dt codecs.DType, rows, k int, src []float32) (runti
 			u := math.Float32bits(v)
 			raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
 		default:
-			return runtime.TensorData{}, fmt.Errorf("backendtest: source dtype %s", dt)
+			return backend.TensorData{}, fmt.Errorf("backendtest: source dtype %s", dt)
 		}
 	}
 	enc, _, err := codecs.EncodeTensor(f, dt, m, codecs.Search, raw)
 	if err != nil {
-		return runtime.TensorData{}, err
+		return backend.TensorData{}, err
 	}
-	return runtime.TensorData{Name: fmt.Sprintf("%s-%s-%dx%d", f, dt, rows, k), Format: f, DType: dt,
+	return backend.TensorData{Name: fmt.Sprintf("%s-%s-%dx%d", f, dt, rows, k), Format: f, DType: dt,
 		Shape: []int64{int64(rows), int64(k)}, Bytes: enc}, nil
 }
 
-func testWeights(t *testing.T, b, ref runtime.Backend, matmul bool) {
+func testWeights(t *testing.T, b, ref backend.Backend, matmul bool) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	tried := map[codecs.Format]bool{}
 	for _, sh := range weightShapes {
@@ -351,7 +353,7 @@ func testWeights(t *testing.T, b, ref runtime.Backend, matmul bool) {
 	}
 }
 
-func checkDequant(t *testing.T, b, ref runtime.Backend, wb, wr runtime.Weight, name string, n, k int) {
+func checkDequant(t *testing.T, b, ref backend.Backend, wb, wr backend.Weight, name string, n, k int) {
 	t.Helper()
 	want := make([]float32, n*k)
 	ob := mustBuf(t, ref, n*k, nil)
@@ -375,10 +377,10 @@ func checkDequant(t *testing.T, b, ref runtime.Backend, wb, wr runtime.Weight, n
 	ob.Free()
 }
 
-func checkMatMul(t *testing.T, b, ref runtime.Backend, wb, wr runtime.Weight, name string, m, n, k int, rng *rand.Rand) {
+func checkMatMul(t *testing.T, b, ref backend.Backend, wb, wr backend.Weight, name string, m, n, k int, rng *rand.Rand) {
 	t.Helper()
 	a := randVec(rng, m*k)
-	run := func(be runtime.Backend, w runtime.Weight) []float32 {
+	run := func(be backend.Backend, w backend.Weight) []float32 {
 		ab := mustBuf(t, be, m*k, a)
 		cb := mustBuf(t, be, m*n+2, nil)
 		if err := be.MatMulNT(cb, ab, w, m); err != nil {
@@ -422,7 +424,7 @@ func checkMatMul(t *testing.T, b, ref runtime.Backend, wb, wr runtime.Weight, na
 	}
 }
 
-func testErrors(t *testing.T, b runtime.Backend) {
+func testErrors(t *testing.T, b backend.Backend) {
 	if _, err := b.Alloc(0); err == nil {
 		t.Error("Alloc(0) succeeded")
 	}
@@ -485,15 +487,15 @@ func testErrors(t *testing.T, b runtime.Backend) {
 		t.Error("Copy onto an overlapping range of the same buffer succeeded")
 	}
 	q, k, v, out := mustBuf(t, b, 8, nil), mustBuf(t, b, 8, nil), mustBuf(t, b, 8, nil), mustBuf(t, b, 8, nil)
-	if err := b.Attention(out, q, k, v, runtime.AttentionShape{Rows: 1, Heads: 3, KVHeads: 2, HeadDim: 2, KeyEnd: 1}); err == nil {
+	if err := b.Attention(out, q, k, v, backend.AttentionShape{Rows: 1, Heads: 3, KVHeads: 2, HeadDim: 2, KeyEnd: 1}); err == nil {
 		t.Error("Attention with Heads not a multiple of KVHeads succeeded")
 	}
-	if err := b.Attention(out, q, k, v, runtime.AttentionShape{Rows: 1, Heads: 2, KVHeads: 1, HeadDim: 2, KeyEnd: 5}); err == nil {
+	if err := b.Attention(out, q, k, v, backend.AttentionShape{Rows: 1, Heads: 2, KVHeads: 1, HeadDim: 2, KeyEnd: 5}); err == nil {
 		t.Error("Attention with keys past the end of k succeeded")
 	}
 	{
 		const e, h, f = 2, 32, 16
-		enc := func(rows, k int) runtime.Weight {
+		enc := func(rows, k int) backend.Weight {
 			td, err := Encode(codecs.Raw, codecs.BF16, rows, k, make([]float32, rows*k))
 			if err != nil {
 				t.Fatal(err)
@@ -505,7 +507,7 @@ func testErrors(t *testing.T, b runtime.Backend) {
 			t.Cleanup(func() { w.Free() })
 			return w
 		}
-		mw := runtime.MoEWeights{
+		mw := backend.MoEWeights{
 			Router: enc(e, h), RouterScale: mustBuf(t, b, h, nil), PerExpertScale: mustBuf(t, b, e, nil),
 			RouterRoot: 1, Eps: 1e-6, GateUp: enc(e*2*f, h), Down: enc(e*h, f), TopK: e + 1,
 		}
@@ -548,7 +550,7 @@ func testErrors(t *testing.T, b runtime.Backend) {
 		t.Error("RoundBF16 past the end succeeded")
 	}
 	if b.Name() != "cpu" {
-		other := runtime.CPUBackend()
+		other := cpu.New(0)
 		ob, _ := other.Alloc(64)
 		if err := b.RMSNorm(y, ob, nil, 1, 8, 1e-6); err == nil {
 			t.Error("RMSNorm of another backend's buffer succeeded")
@@ -556,7 +558,7 @@ func testErrors(t *testing.T, b runtime.Backend) {
 	}
 }
 
-func testRoPE(t *testing.T, b, ref runtime.Backend) {
+func testRoPE(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	ropes := []layout.RopeParams{
 		{Type: "default", Theta: 10000, PartialRotaryFactor: 1},
@@ -564,7 +566,7 @@ func testRoPE(t *testing.T, b, ref runtime.Backend) {
 	}
 	for _, hd := range []int{32, 64, 256, 512} {
 		for _, rp := range ropes {
-			inv, err := runtime.RoPEInvFreq(rp, hd)
+			inv, err := model.RoPEInvFreq(rp, hd)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -575,7 +577,7 @@ func testRoPE(t *testing.T, b, ref runtime.Backend) {
 			}
 			name := fmt.Sprintf("%s/hd=%d", rp.Type, hd)
 			for _, pos0 := range []int{0, 4093, 99995, rng.IntN(1 << 20)} {
-				run := func(be runtime.Backend) []float32 {
+				run := func(be backend.Backend) []float32 {
 					xb := mustBuf(t, be, len(x)+3, x)
 					ib := mustBuf(t, be, len(inv), inv)
 					if err := be.RoPE(xb, rows, heads, hd, pos0, ib); err != nil {
@@ -607,7 +609,7 @@ func testRoPE(t *testing.T, b, ref runtime.Backend) {
 	}
 }
 
-func testSoftcap(t *testing.T, b, ref runtime.Backend) {
+func testSoftcap(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, n := range []int{1, 7, 1000, 262144} {
 		x := randVec(rng, n)
@@ -618,7 +620,7 @@ func testSoftcap(t *testing.T, b, ref runtime.Backend) {
 		if n > 4 {
 			x[1], x[2], x[3] = 1e-30, -500, float32(math.Inf(1))
 		}
-		run := func(be runtime.Backend) []float32 {
+		run := func(be backend.Backend) []float32 {
 			xb := mustBuf(t, be, n+2, append(x, 5, 6))
 			if err := be.Softcap(xb, n, 30); err != nil {
 				t.Fatalf("n=%d: %s Softcap: %v", n, be.Name(), err)
@@ -644,7 +646,7 @@ func testSoftcap(t *testing.T, b, ref runtime.Backend) {
 	}
 }
 
-func testRowStats(t *testing.T, b, ref runtime.Backend) {
+func testRowStats(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, sh := range [][2]int{{1, 1}, {3, 5}, {16, 512}, {5, 1000}, {3, 262144}} {
 		rows, v := sh[0], sh[1]
@@ -666,7 +668,7 @@ func testRowStats(t *testing.T, b, ref runtime.Backend) {
 					row[i], row[j] = 31, 31
 				}
 			}
-			run := func(be runtime.Backend) ([]float32, []float32) {
+			run := func(be backend.Backend) ([]float32, []float32) {
 				lb := mustBuf(t, be, len(z), z)
 				eb := mustBuf(t, be, rows+1, nil)
 				ab := mustBuf(t, be, rows+1, nil)

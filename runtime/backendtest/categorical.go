@@ -6,13 +6,13 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // oneMinus is the largest float64 below 1.
 var oneMinus = math.Nextafter(1, 0)
 
-func testCategorical(t *testing.T, b, ref runtime.Backend) {
+func testCategorical(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	inf := float32(math.Inf(-1))
 	type rowGen func(row []float32)
@@ -78,9 +78,9 @@ func testCategorical(t *testing.T, b, ref runtime.Backend) {
 				}
 			}
 			rows := len(u)
-			run := func(be runtime.Backend) ([]float32, []float32) {
+			run := func(be backend.Backend) ([]float32, []float32) {
 				out := withTail(make([]float32, rows), 2)
-				res := runOp(t, be, "Categorical "+c.name, [][]float32{out, withTail(z, 1)}, func(bufs []runtime.Buf) error {
+				res := runOp(t, be, "Categorical "+c.name, [][]float32{out, withTail(z, 1)}, func(bufs []backend.Buf) error {
 					return be.Categorical(bufs[0], bufs[1], rows, c.v, u)
 				})
 				return res[0], res[1]

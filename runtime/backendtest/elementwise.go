@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // randBits are n random float32 bit patterns: every exponent, NaNs with
@@ -19,7 +19,7 @@ func randBits(rng *rand.Rand, n int) []float32 {
 	return v
 }
 
-func testCopy(t *testing.T, b, ref runtime.Backend) {
+func testCopy(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	cases := []struct {
 		name              string
@@ -45,8 +45,8 @@ func testCopy(t *testing.T, b, ref runtime.Backend) {
 			if c.dstLen > 0 {
 				in = append(in, randVec(rng, c.dstLen))
 			}
-			run := func(be runtime.Backend) [][]float32 {
-				return runOp(t, be, "Copy", in, func(bufs []runtime.Buf) error {
+			run := func(be backend.Backend) [][]float32 {
+				return runOp(t, be, "Copy", in, func(bufs []backend.Buf) error {
 					dst := bufs[len(bufs)-1]
 					return be.Copy(dst, c.dstOff, bufs[0], c.srcOff, c.n)
 				})
@@ -65,7 +65,7 @@ func testCopy(t *testing.T, b, ref runtime.Backend) {
 	}
 }
 
-func testAddScale(t *testing.T, b, ref runtime.Backend) {
+func testAddScale(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	type input struct {
 		name string
@@ -93,8 +93,8 @@ func testAddScale(t *testing.T, b, ref runtime.Backend) {
 		for _, s := range []float32{1, 0.37} {
 			name := fmt.Sprintf("%s/s=%g", in.name, s)
 			n := len(in.x)
-			run := func(be runtime.Backend) [][]float32 {
-				return runOp(t, be, "AddScale "+name, [][]float32{withTail(in.x, 3), withTail(in.y, 2)}, func(bufs []runtime.Buf) error {
+			run := func(be backend.Backend) [][]float32 {
+				return runOp(t, be, "AddScale "+name, [][]float32{withTail(in.x, 3), withTail(in.y, 2)}, func(bufs []backend.Buf) error {
 					return be.AddScale(bufs[0], bufs[1], n, s)
 				})
 			}
@@ -123,7 +123,7 @@ func geluRef(x float32) float64 {
 	return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
 }
 
-func testGeluMul(t *testing.T, b, ref runtime.Backend) {
+func testGeluMul(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	// Fixed gate values: zero, the tails (large negative x, where 1 + tanh
 	// cancels, and large positive) and the knee.
@@ -144,8 +144,8 @@ func testGeluMul(t *testing.T, b, ref runtime.Backend) {
 			u[3] = 0
 			g[n-1] = -7.5
 		}
-		run := func(be runtime.Backend) [][]float32 {
-			return runOp(t, be, "GeluMul "+name, [][]float32{withTail(g, 3), withTail(u, 1)}, func(bufs []runtime.Buf) error {
+		run := func(be backend.Backend) [][]float32 {
+			return runOp(t, be, "GeluMul "+name, [][]float32{withTail(g, 3), withTail(u, 1)}, func(bufs []backend.Buf) error {
 				return be.GeluMul(bufs[0], bufs[1], n)
 			})
 		}
@@ -166,7 +166,7 @@ func testGeluMul(t *testing.T, b, ref runtime.Backend) {
 	}
 }
 
-func testTemper(t *testing.T, b, ref runtime.Backend) {
+func testTemper(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	for _, n := range []int{1, 7, len(specials), 1000, 262144} {
 		x := randVec(rng, n)
@@ -183,8 +183,8 @@ func testTemper(t *testing.T, b, ref runtime.Backend) {
 		// config), others, and a small T that overflows large logits.
 		for _, T := range []float32{1, 0.800000011920929, 0.40833333134651184, 0.7, 2.5, 1e-3} {
 			name := fmt.Sprintf("n=%d/T=%.9g", n, T)
-			run := func(be runtime.Backend) [][]float32 {
-				return runOp(t, be, "Temper "+name, [][]float32{withTail(x, 2)}, func(bufs []runtime.Buf) error {
+			run := func(be backend.Backend) [][]float32 {
+				return runOp(t, be, "Temper "+name, [][]float32{withTail(x, 2)}, func(bufs []backend.Buf) error {
 					return be.Temper(bufs[0], n, T)
 				})
 			}
@@ -197,7 +197,7 @@ func testTemper(t *testing.T, b, ref runtime.Backend) {
 	}
 }
 
-func testRoundBF16(t *testing.T, b, ref runtime.Backend) {
+func testRoundBF16(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	// Ties (to even, up and down), values just either side of a tie, the
 	// largest finite float (rounds to infinity), denormals.
@@ -221,8 +221,8 @@ func testRoundBF16(t *testing.T, b, ref runtime.Backend) {
 			if n == len(specials)+len(ties) {
 				copy(x, append(append([]float32(nil), specials...), ties...))
 			}
-			run := func(be runtime.Backend) [][]float32 {
-				return runOp(t, be, "RoundBF16 "+name, [][]float32{withTail(x, 2)}, func(bufs []runtime.Buf) error {
+			run := func(be backend.Backend) [][]float32 {
+				return runOp(t, be, "RoundBF16 "+name, [][]float32{withTail(x, 2)}, func(bufs []backend.Buf) error {
 					return be.RoundBF16(bufs[0], n)
 				})
 			}

@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // embedScale is the model's embedding scale √2816 in f32.
 var embedScale = float32(math.Sqrt(2816))
 
-func testEmbed(t *testing.T, b, ref runtime.Backend) {
+func testEmbed(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	type tableCase struct {
 		rows, h int
@@ -51,9 +51,9 @@ func testEmbed(t *testing.T, b, ref runtime.Backend) {
 				for _, scale := range []float32{1, embedScale, -0.37} {
 					sub := fmt.Sprintf("%s/scale=%g", name, scale)
 					for _, rows := range []int{1, n} {
-						run := func(be runtime.Backend, w runtime.Weight) [][]float32 {
+						run := func(be backend.Backend, w backend.Weight) [][]float32 {
 							out := withTail(make([]float32, rows*c.h), 5)
-							return runOp(t, be, "Embed "+sub, [][]float32{out, withTail(ids, 1)}, func(bufs []runtime.Buf) error {
+							return runOp(t, be, "Embed "+sub, [][]float32{out, withTail(ids, 1)}, func(bufs []backend.Buf) error {
 								return be.Embed(bufs[0], w, bufs[1], rows, scale)
 							})
 						}
@@ -99,7 +99,7 @@ func softmax64(z []float32) []float64 {
 	return p
 }
 
-func testSoftEmbed(t *testing.T, b, ref runtime.Backend) {
+func testSoftEmbed(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	cases := []struct {
 		v, h, rows int
@@ -134,9 +134,9 @@ func testSoftEmbed(t *testing.T, b, ref runtime.Backend) {
 					}
 					row[0] = -1e4 // a weight that underflows
 				}
-				run := func(be runtime.Backend, w runtime.Weight) [][]float32 {
+				run := func(be backend.Backend, w backend.Weight) [][]float32 {
 					out := withTail(make([]float32, c.rows*c.h), 4)
-					return runOp(t, be, "SoftEmbed "+name, [][]float32{out, withTail(z, 3)}, func(bufs []runtime.Buf) error {
+					return runOp(t, be, "SoftEmbed "+name, [][]float32{out, withTail(z, 3)}, func(bufs []backend.Buf) error {
 						return be.SoftEmbed(bufs[0], bufs[1], c.rows, w, c.scale)
 					})
 				}

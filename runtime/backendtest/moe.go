@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // moeCases are MoE's shapes: small odd ones and the model's widths (H 2816,
@@ -45,7 +45,7 @@ func uniformVec(rng *rand.Rand, n int, lo, hi float64) []float32 {
 	return v
 }
 
-func testMoE(t *testing.T, b, ref runtime.Backend) {
+func testMoE(t *testing.T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(29, 30))
 	bf16 := formatDType{codecs.Raw, codecs.BF16}
 	q4 := formatDType{codecs.Q4, codecs.BF16}
@@ -70,13 +70,13 @@ func testMoE(t *testing.T, b, ref runtime.Backend) {
 		rref := uploadWeight(t, ref, rtd)
 		near := make([]bool, rows)
 		{
-			normed := runOp(t, ref, "RMSNorm", [][]float32{x, make([]float32, rows*H)}, func(bufs []runtime.Buf) error {
+			normed := runOp(t, ref, "RMSNorm", [][]float32{x, make([]float32, rows*H)}, func(bufs []backend.Buf) error {
 				return ref.RMSNorm(bufs[1], bufs[0], nil, rows, H, eps)
 			})[1]
 			for i := range normed {
 				normed[i] = (normed[i] * routerScale[i%H]) * root
 			}
-			logits := runOp(t, ref, "MatMulNT", [][]float32{normed, make([]float32, rows*E)}, func(bufs []runtime.Buf) error {
+			logits := runOp(t, ref, "MatMulNT", [][]float32{normed, make([]float32, rows*E)}, func(bufs []backend.Buf) error {
 				return ref.MatMulNT(bufs[1], bufs[0], rref, rows)
 			})[1]
 			for r := range rows {
@@ -96,11 +96,11 @@ func testMoE(t *testing.T, b, ref runtime.Backend) {
 			t.Run(name, func(t *testing.T) {
 				gtd := mustEncode(t, wf[0], E*2*F, H, gateUp)
 				dtd := mustEncode(t, wf[1], E*H, F, down)
-				run := func(be runtime.Backend, rw runtime.Weight) [][]float32 {
+				run := func(be backend.Backend, rw backend.Weight) [][]float32 {
 					g, d := uploadWeight(t, be, gtd), uploadWeight(t, be, dtd)
 					out := withTail(make([]float32, rows*H), 3)
-					return runOp(t, be, "MoE "+name, [][]float32{out, u, x, routerScale, perExpert}, func(bufs []runtime.Buf) error {
-						return be.MoE(bufs[0], bufs[1], bufs[2], rows, runtime.MoEWeights{
+					return runOp(t, be, "MoE "+name, [][]float32{out, u, x, routerScale, perExpert}, func(bufs []backend.Buf) error {
+						return be.MoE(bufs[0], bufs[1], bufs[2], rows, backend.MoEWeights{
 							Router: rw, RouterScale: bufs[3], PerExpertScale: bufs[4],
 							RouterRoot: root, Eps: eps, GateUp: g, Down: d, TopK: K,
 						})

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/dgq-dev/dgq/runtime"
+	"github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // maxReports is how many mismatches of one case are reported one by one.
@@ -107,9 +107,9 @@ func (r *report) done() {
 // runOp uploads each of in to a buffer of its own length on be, runs op on
 // those buffers and downloads them all (inputs as well as outputs, so an op
 // that writes where it should not is seen).
-func runOp(t *testing.T, be runtime.Backend, what string, in [][]float32, op func(bufs []runtime.Buf) error) [][]float32 {
+func runOp(t *testing.T, be backend.Backend, what string, in [][]float32, op func(bufs []backend.Buf) error) [][]float32 {
 	t.Helper()
-	bufs := make([]runtime.Buf, len(in))
+	bufs := make([]backend.Buf, len(in))
 	for i, v := range in {
 		bufs[i] = mustBuf(t, be, len(v), v)
 	}
@@ -125,7 +125,7 @@ func runOp(t *testing.T, be runtime.Backend, what string, in [][]float32, op fun
 }
 
 // uploadWeight makes td resident on be.
-func uploadWeight(t *testing.T, be runtime.Backend, td runtime.TensorData) runtime.Weight {
+func uploadWeight(t *testing.T, be backend.Backend, td backend.TensorData) backend.Weight {
 	t.Helper()
 	w, err := be.UploadWeight(td)
 	if err != nil {
@@ -136,7 +136,7 @@ func uploadWeight(t *testing.T, be runtime.Backend, td runtime.TensorData) runti
 }
 
 // mustEncode is Encode that fails the test on error.
-func mustEncode(t *testing.T, f formatDType, rows, k int, src []float32) runtime.TensorData {
+func mustEncode(t *testing.T, f formatDType, rows, k int, src []float32) backend.TensorData {
 	t.Helper()
 	td, err := Encode(f.f, f.dt, rows, k, src)
 	if err != nil {
@@ -146,7 +146,7 @@ func mustEncode(t *testing.T, f formatDType, rows, k int, src []float32) runtime
 }
 
 // dequantRef is the reference decoding of a weight ([Rows][K]).
-func dequantRef(t *testing.T, ref runtime.Backend, w runtime.Weight) []float32 {
+func dequantRef(t *testing.T, ref backend.Backend, w backend.Weight) []float32 {
 	t.Helper()
 	n := w.Rows() * w.Cols()
 	ob := mustBuf(t, ref, n, nil)

@@ -1,0 +1,56 @@
+package backend_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/dgq-dev/dgq/runtime/backend"
+	"github.com/dgq-dev/dgq/runtime/cpu"
+	"github.com/dgq-dev/dgq/runtime/internal/fixture"
+	"github.com/dgq-dev/dgq/runtime/model"
+)
+
+func TestMain(m *testing.M) { fixture.Main(m) }
+
+// A Profiled backend times every op while started and changes no result.
+func TestProfiled(t *testing.T) {
+	m, err := model.Bind(model.PackWeights(fixture.OpenPack(t, "tiny", "q4")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := backend.NewProfiled(cpu.New(0))
+	e, err := model.NewEngine(m, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	plain, err := model.NewEngine(m, cpu.New(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	ids := []int{2, 17, 33, 5, 90, 41}
+	prefill := func(e *model.Engine) []float32 {
+		c := e.NewCache()
+		defer c.Free()
+		h := make([]float32, len(ids)*m.Hidden())
+		if err := e.Prefill(c, ids, h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	p.Start()
+	got := prefill(e)
+	p.Stop()
+	if !slices.Equal(got, prefill(plain)) {
+		t.Error("the profiled prefill differs")
+	}
+	calls := map[string]int{}
+	for _, op := range p.Times() {
+		calls[op.Op] = op.Calls
+	}
+	L := m.Layers()
+	if calls["MoE"] != L || calls["Attention"] != L || calls["Embed"] != 1 || calls["MatMulNT"] < 6*L {
+		t.Errorf("op calls %v for %d layers", calls, L)
+	}
+}

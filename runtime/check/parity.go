@@ -1,0 +1,529 @@
+package check
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nlpodyssey/safetensors"
+
+	"github.com/dgq-dev/dgq/runtime/backend"
+	"github.com/dgq-dev/dgq/runtime/cpu"
+	"github.com/dgq-dev/dgq/runtime/generate"
+	"github.com/dgq-dev/dgq/runtime/model"
+	"github.com/dgq-dev/dgq/runtime/session"
+)
+
+// ErrReference: a parity reference is missing, malformed or does not fit
+// the model.
+var ErrReference = errors.New("check: invalid parity reference")
+
+// ParityCase is the comparison of one reference tensor.
+type ParityCase struct {
+	Name       string
+	MaxAbsErr  float64 // integer references: the largest absolute difference
+	MeanAbsErr float64
+	Cosine     float64 // of the flattened tensors (1 for integer references)
+	// ArgmaxAgree is the fraction of rows whose argmax agrees (logits), or of
+	// entries that are equal (integer references); 1 when not applicable. A
+	// logits row also agrees when the reference's values at both indices are
+	// within ArgmaxTieGap (a near tie, MODEL_SPEC §5.3).
+	ArgmaxAgree float64
+	Pass        bool
+	Tolerance   float64 // the max-abs bound applied (0 for integer references)
+	// VsCPU is the max abs difference from the CPU runtime's output for the
+	// same scenario (float tensors of a run on another backend; −1 when
+	// not compared).
+	VsCPU float64
+}
+
+// ParityReport is the result of Parity: Pass when every case passes.
+type ParityReport struct {
+	Pass  bool
+	Cases []ParityCase
+	// Backend ran the scenarios; for another backend than "cpu" every
+	// float tensor is also compared with the CPU backend's (ParityCase.VsCPU,
+	// bounded by Bounds.VsCPU).
+	Backend string
+}
+
+// Bounds are the tolerances of a parity run.
+type Bounds struct {
+	Logits float64 // max abs error of logits, SC logits and entropies
+	Hidden float64 // max abs error of hidden states
+	// Mismatch is the fraction of logits rows whose argmax and of integer
+	// reference entries (accept mask, argmax) that may differ; 0 demands
+	// identity.
+	Mismatch float64
+	// VsCPU bounds a non-cpu backend's max abs difference from the CPU
+	// runtime on every float tensor (logits, hidden states, entropies).
+	VsCPU float64
+}
+
+// ArgmaxTieGap is the reference logit gap below which a differing argmax
+// counts as agreeing (MODEL_SPEC §5.3: "identical except where the top-2 gap
+// is < 1e-4").
+const ArgmaxTieGap = 1e-4
+
+// refMeta is the part of reference.json Parity reads.
+type refMeta struct {
+	PromptLen        int      `json:"prompt_len"`
+	CanvasLength     int      `json:"canvas_length"`
+	TemperatureStep1 *float64 `json:"temperature_step1"`
+}
+
+// Parity runs the fixture scenarios of reference.json/reference.safetensors
+// on the engine, replaying tools/hf_fixture.py's references():
+//
+//  1. prefill the prompt at positions 0…P−1 (prefill_last_hidden);
+//  2. denoise canvas1 at P…P+C−1 without self-conditioning (logits1,
+//     decoder1_hidden_states);
+//  3. sc2_logits = logits1 / temperature_step1; entropies, the accept mask
+//     (bound 0.1) and the argmax of sc2_logits (step1_*);
+//  4. denoise canvas2 with the reference's sc2_logits (logits2; the
+//     reference's input, so that this step is measured alone);
+//  5. prefill block1 at P…P+C−1 (block1_last_hidden);
+//  6. denoise canvas3 at P+C…P+2C−1 (logits3).
+//
+// Every float reference tensor is compared (max abs error against the
+// bound for its kind, mean abs error, cosine, argmax agreement for logits);
+// integer references are compared entry by entry. refPath is the directory
+// holding both files, or the path of either one.
+//
+// On a backend other than the CPU, the same scenarios also run on a CPU
+// engine of the same model: each float case's VsCPU is the largest
+// difference between the two, which must stay within bounds.VsCPU.
+func Parity(e *model.Engine, refPath string, bounds Bounds) (*ParityReport, error) {
+	metaRaw, refRaw, err := readReferenceFiles(refPath)
+	if err != nil {
+		return nil, err
+	}
+	return parityOn(e, metaRaw, refRaw, bounds)
+}
+
+// parityOn is Parity on the contents of reference.json and
+// reference.safetensors (untrusted input: fuzzed).
+func parityOn(e *model.Engine, metaRaw, refRaw []byte, bounds Bounds) (*ParityReport, error) {
+	var meta refMeta
+	if err := json.Unmarshal(metaRaw, &meta); err != nil {
+		return nil, fmt.Errorf("%w: reference.json: %v", ErrReference, err)
+	}
+	refs, err := parseReference(refRaw)
+	if err != nil {
+		return nil, err
+	}
+	got := map[string][]float32{}
+	r, err := runParity(e, refs, meta, bounds, got)
+	if err != nil || e.Backend().Name() == "cpu" {
+		return r, err
+	}
+	ce, err := model.NewEngine(e.Model(), cpu.New(0))
+	if err != nil {
+		return nil, err
+	}
+	defer ce.Close()
+	ref := map[string][]float32{}
+	if _, err := runParity(ce, refs, meta, bounds, ref); err != nil {
+		return nil, err
+	}
+	for i := range r.Cases {
+		c := &r.Cases[i]
+		g, ok := got[c.Name]
+		if !ok {
+			continue
+		}
+		c.VsCPU = maxAbsDiff32(g, ref[c.Name])
+		if !(c.VsCPU <= bounds.VsCPU) {
+			c.Pass, r.Pass = false, false
+		}
+	}
+	return r, nil
+}
+
+// ParityRun loads the pack at dir and runs Parity against the reference with
+// the documented bounds of the pack's weight format (DefaultBounds; VsCPU
+// is VsCPUBF16 in bf16 precision).
+func ParityRun(dir, reference string, o session.Options) (*ParityReport, Bounds, error) {
+	s, err := session.Load(dir, o)
+	if err != nil {
+		return nil, Bounds{}, err
+	}
+	defer s.Close()
+	b := DefaultBounds(s.Model.WeightFormat())
+	if o.Precision == backend.BF16 {
+		b.VsCPU = VsCPUBF16
+	}
+	r, err := Parity(s.Engine, reference, b)
+	return r, b, err
+}
+
+// maxAbsDiff32 is max |a − b| (+Inf when the lengths differ, NaN-poisoned).
+func maxAbsDiff32(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var d float64
+	for i := range a {
+		e := math.Abs(float64(a[i]) - float64(b[i]))
+		if e != e {
+			return math.NaN()
+		}
+		d = max(d, e)
+	}
+	return d
+}
+
+// readReferenceFiles reads reference.json and reference.safetensors from
+// refPath (their directory, or the path of either).
+func readReferenceFiles(refPath string) (metaRaw, refRaw []byte, err error) {
+	dir := refPath
+	if st, err := os.Stat(refPath); err == nil && !st.IsDir() {
+		dir = filepath.Dir(refPath)
+	}
+	if metaRaw, err = readCapped(filepath.Join(dir, "reference.json"), 1<<20); err != nil {
+		return nil, nil, err
+	}
+	if refRaw, err = readCapped(filepath.Join(dir, "reference.safetensors"), maxReferenceBytes); err != nil {
+		return nil, nil, err
+	}
+	return metaRaw, refRaw, nil
+}
+
+// maxReferenceBytes bounds reference.safetensors (the fixtures' are ~0.2–1 MB).
+const maxReferenceBytes = 1 << 30
+
+// readCapped reads a file of at most max bytes.
+func readCapped(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrReference, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrReference, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrReference, filepath.Base(path), max)
+	}
+	return b, nil
+}
+
+// refTensor is one reference tensor: float32 or int64 values and a shape.
+type refTensor struct {
+	shape []int
+	f     []float32
+	i     []int64
+}
+
+func parseReference(buf []byte) (map[string]refTensor, error) {
+	st, err := safetensors.Deserialize(buf)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reference.safetensors: %v", ErrReference, err)
+	}
+	out := map[string]refTensor{}
+	for _, nt := range st.Tensors() {
+		v := nt.TensorView
+		var t refTensor
+		for _, d := range v.Shape() {
+			t.shape = append(t.shape, int(d))
+		}
+		data := v.Data()
+		switch v.DType() {
+		case safetensors.F32:
+			t.f = make([]float32, len(data)/4)
+			for i := range t.f {
+				t.f[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			}
+		case safetensors.I64:
+			t.i = make([]int64, len(data)/8)
+			for i := range t.i {
+				t.i[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
+			}
+		default:
+			return nil, fmt.Errorf("%w: tensor %s has dtype %v (want F32 or I64)", ErrReference, nt.Name, v.DType())
+		}
+		out[nt.Name] = t
+	}
+	return out, nil
+}
+
+// parityRun holds the model outputs of the scenarios, keyed like the reference.
+type parityRun struct {
+	m       *model.Model
+	backend string
+	refs    map[string]refTensor
+	f       map[string][]float32
+	i       map[string][]int64
+}
+
+func (r *parityRun) ids(name string, n int) ([]int, error) {
+	t, ok := r.refs[name]
+	if !ok || t.i == nil {
+		return nil, fmt.Errorf("%w: int64 tensor %s missing", ErrReference, name)
+	}
+	if n >= 0 && len(t.i) != n {
+		return nil, fmt.Errorf("%w: %s holds %d ids, want %d", ErrReference, name, len(t.i), n)
+	}
+	out := make([]int, len(t.i))
+	for i, v := range t.i {
+		if v < 0 || v >= int64(r.m.Vocab()) {
+			return nil, fmt.Errorf("%w: %s[%d] = %d is outside the vocabulary", ErrReference, name, i, v)
+		}
+		out[i] = int(v)
+	}
+	return out, nil
+}
+
+func (r *parityRun) has(name string) bool { _, ok := r.refs[name]; return ok }
+
+// inputs are the id tensors the scenarios consume.
+var parityInputs = []string{"prompt_ids", "canvas1_ids", "canvas2_ids", "block1_ids", "canvas3_ids"}
+
+// runParity runs the scenarios on e; out receives every float output by
+// reference name.
+func runParity(e *model.Engine, refs map[string]refTensor, meta refMeta, bounds Bounds, out map[string][]float32) (*ParityReport, error) {
+	m := e.Model()
+	seq := &sequence{e: e, c: e.NewCache()}
+	defer seq.c.Free()
+	r := &parityRun{m: m, backend: e.Backend().Name(), refs: refs, f: map[string][]float32{}, i: map[string][]int64{}}
+	prompt, err := r.ids("prompt_ids", -1)
+	if err != nil {
+		return nil, err
+	}
+	if meta.PromptLen != 0 && meta.PromptLen != len(prompt) {
+		return nil, fmt.Errorf("%w: prompt_len %d, prompt_ids holds %d", ErrReference, meta.PromptLen, len(prompt))
+	}
+	C := meta.CanvasLength
+	if C <= 0 {
+		C = m.Config().CanvasLength
+	}
+	canvas1, err := r.ids("canvas1_ids", C)
+	if err != nil {
+		return nil, err
+	}
+	temp := float32(0.8) // t_max: the first step's temperature
+	if meta.TemperatureStep1 != nil {
+		temp = float32(*meta.TemperatureStep1)
+	}
+
+	if r.f["prefill_last_hidden"], err = seq.prefill(prompt); err != nil {
+		return nil, err
+	}
+	var hidden [][]float32
+	logits1, err := seq.denoise(canvas1, nil, &hidden)
+	if err != nil {
+		return nil, err
+	}
+	r.f["logits1"] = logits1
+	r.f["decoder1_hidden_states"] = slices.Concat(hidden...)
+	sc2 := make([]float32, len(logits1))
+	for i, z := range logits1 {
+		sc2[i] = z / temp
+	}
+	r.f["sc2_logits"] = sc2
+	V := m.Vocab()
+	ent := make([]float32, C)
+	amax := make([]int64, C)
+	for t := range C {
+		ent[t] = cpu.Entropy(sc2[t*V : (t+1)*V])
+		amax[t] = int64(cpu.Argmax(sc2[t*V : (t+1)*V]))
+	}
+	r.f["step1_entropy"] = ent
+	r.i["step1_argmax"] = amax
+	mask := generate.AcceptMask(ent, 0.1)
+	r.i["step1_accept_mask"] = make([]int64, C)
+	for t, b := range mask {
+		if b {
+			r.i["step1_accept_mask"][t] = 1
+		}
+	}
+	if r.has("canvas2_ids") {
+		canvas2, err := r.ids("canvas2_ids", C)
+		if err != nil {
+			return nil, err
+		}
+		// Step 2 is conditioned on the reference's own SC logits when it has
+		// them, so the comparison measures this step alone: fed with ours, a
+		// router near-tie can flip on reference-level noise (transformers in
+		// float64 flips it too on the wide fixture).
+		sc := sc2
+		if ref, ok := r.refs["sc2_logits"]; ok && len(ref.f) == len(sc2) {
+			sc = ref.f
+		}
+		if r.f["logits2"], err = seq.denoise(canvas2, sc, nil); err != nil {
+			return nil, err
+		}
+	}
+	if r.has("block1_ids") {
+		block1, err := r.ids("block1_ids", C)
+		if err != nil {
+			return nil, err
+		}
+		if r.f["block1_last_hidden"], err = seq.prefill(block1); err != nil {
+			return nil, err
+		}
+		if r.has("canvas3_ids") {
+			canvas3, err := r.ids("canvas3_ids", C)
+			if err != nil {
+				return nil, err
+			}
+			if r.f["logits3"], err = seq.denoise(canvas3, nil, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for k, v := range r.f {
+		if out != nil {
+			out[k] = v
+		}
+	}
+	return r.compare(bounds)
+}
+
+// compare builds the report: one case per reference tensor, in name order.
+func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
+	names := make([]string, 0, len(r.refs))
+	for n := range r.refs {
+		if !slices.Contains(parityInputs, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	rep := &ParityReport{Pass: true, Backend: r.backend}
+	var errs []error
+	for _, n := range names {
+		ref := r.refs[n]
+		var c ParityCase
+		switch {
+		case ref.f != nil:
+			got, ok := r.f[n]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%w: reference tensor %s is not one Parity computes", ErrReference, n))
+				continue
+			}
+			if len(got) != len(ref.f) {
+				errs = append(errs, fmt.Errorf("%w: %s holds %d values, the model gives %d", ErrReference, n, len(ref.f), len(got)))
+				continue
+			}
+			c = compareFloat(n, got, ref, bounds)
+		default:
+			got, ok := r.i[n]
+			if !ok {
+				errs = append(errs, fmt.Errorf("%w: reference tensor %s is not one Parity computes", ErrReference, n))
+				continue
+			}
+			if len(got) != len(ref.i) {
+				errs = append(errs, fmt.Errorf("%w: %s holds %d values, the model gives %d", ErrReference, n, len(ref.i), len(got)))
+				continue
+			}
+			c = compareInt(n, got, ref.i, bounds)
+		}
+		c.VsCPU = -1
+		rep.Cases = append(rep.Cases, c)
+		rep.Pass = rep.Pass && c.Pass
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return rep, nil
+}
+
+// isLogits reports whether a reference tensor holds logits rows.
+func isLogits(name string) bool { return strings.Contains(name, "logits") }
+
+func compareFloat(name string, got []float32, ref refTensor, b Bounds) ParityCase {
+	c := ParityCase{Name: name, ArgmaxAgree: 1}
+	var sum, dot, ng, nr float64
+	for i, g := range got {
+		w := ref.f[i]
+		d := math.Abs(float64(g) - float64(w))
+		if !(d <= c.MaxAbsErr) { // NaN propagates as a failure
+			c.MaxAbsErr = d
+		}
+		sum += d
+		dot += float64(g) * float64(w)
+		ng += float64(g) * float64(g)
+		nr += float64(w) * float64(w)
+	}
+	c.MeanAbsErr = sum / float64(max(len(got), 1))
+	c.Cosine = 1
+	if ng > 0 || nr > 0 {
+		c.Cosine = dot / math.Sqrt(ng*nr)
+	}
+	c.Tolerance = b.Hidden
+	if isLogits(name) || strings.Contains(name, "entropy") {
+		c.Tolerance = b.Logits
+	}
+	c.Pass = c.MaxAbsErr <= c.Tolerance
+	if isLogits(name) && len(ref.shape) >= 1 {
+		V := ref.shape[len(ref.shape)-1]
+		rows, agree := len(got)/V, 0
+		for t := range rows {
+			g, w := got[t*V:(t+1)*V], ref.f[t*V:(t+1)*V]
+			a, e := cpu.Argmax(g), cpu.Argmax(w)
+			if a == e || float64(w[e])-float64(w[a]) < ArgmaxTieGap {
+				agree++
+			}
+		}
+		if rows > 0 {
+			c.ArgmaxAgree = float64(agree) / float64(rows)
+		}
+		c.Pass = c.Pass && 1-c.ArgmaxAgree <= b.Mismatch
+	}
+	return c
+}
+
+func compareInt(name string, got, ref []int64, b Bounds) ParityCase {
+	c := ParityCase{Name: name, Cosine: 1, ArgmaxAgree: 1}
+	equal := 0
+	var sum float64
+	for i, g := range got {
+		d := math.Abs(float64(g - ref[i]))
+		c.MaxAbsErr = max(c.MaxAbsErr, d)
+		sum += d
+		if d == 0 {
+			equal++
+		}
+	}
+	if len(got) > 0 {
+		c.MeanAbsErr = sum / float64(len(got))
+		c.ArgmaxAgree = float64(equal) / float64(len(got))
+	}
+	c.Pass = 1-c.ArgmaxAgree <= b.Mismatch
+	return c
+}
+
+// readReference reads and parses a reference.safetensors file.
+func readReference(path string) (map[string]refTensor, error) {
+	b, err := readCapped(path, maxReferenceBytes)
+	if err != nil {
+		return nil, err
+	}
+	return parseReference(b)
+}
+
+// sequence is one sequence of parity scenarios on an engine.
+type sequence struct {
+	e *model.Engine
+	c *model.Cache
+}
+
+func (s *sequence) prefill(ids []int) ([]float32, error) {
+	h := make([]float32, len(ids)*s.e.Model().Hidden())
+	if err := s.e.Prefill(s.c, ids, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (s *sequence) denoise(canvas []int, sc []float32, hidden *[][]float32) ([]float32, error) {
+	return s.e.Denoise(s.c, canvas, sc, hidden)
+}

@@ -1,0 +1,245 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/dgq/testmodel"
+	"github.com/dgq-dev/dgq/runtime/cpu"
+	"github.com/dgq-dev/dgq/runtime/generate"
+	"github.com/dgq-dev/dgq/runtime/session"
+)
+
+// SmokeCheck is one check of the smoke battery.
+type SmokeCheck struct {
+	Name    string  `json:"name"`
+	Pass    bool    `json:"pass"`
+	Skipped bool    `json:"skipped,omitempty"`
+	Detail  string  `json:"detail"`
+	Seconds float64 `json:"seconds"`
+}
+
+// SmokeReport is the result of Smoke: Pass when no check failed.
+type SmokeReport struct {
+	Pass                bool         `json:"pass"`
+	Checks              []SmokeCheck `json:"checks"`
+	LoadSeconds         float64      `json:"load_seconds"`
+	PrefillTokensPerSec float64      `json:"prefill_tokens_per_sec"`
+	DenoiseStepMillis   float64      `json:"denoise_step_ms"`
+}
+
+// SmokeOptions configures Smoke.
+type SmokeOptions struct {
+	Workers   int
+	Reference string // reference.safetensors (or its directory); default: found from the pack's source
+	Seed      uint64
+}
+
+// smokePrompt is the fixed prompt of the battery.
+const smokePrompt = "Write one sentence about the sea."
+
+// Smoke runs a fixed battery on a pack: it loads (every digest verified),
+// checks that prefill and denoise logits are finite everywhere, that
+// generation is deterministic at a fixed seed, that the reply decodes, and
+// parity against a transformers reference when one is known for the pack's
+// source; it times prefill and a denoise step.
+func Smoke(ctx context.Context, dir string, o SmokeOptions) (*SmokeReport, error) {
+	rep := &SmokeReport{Pass: true}
+	add := func(c SmokeCheck) {
+		rep.Checks = append(rep.Checks, c)
+		rep.Pass = rep.Pass && (c.Pass || c.Skipped)
+	}
+	start := time.Now()
+	s, err := session.Load(dir, session.Options{Workers: o.Workers})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	rep.LoadSeconds = time.Since(start).Seconds()
+	add(SmokeCheck{Name: "load", Pass: true, Detail: fmt.Sprintf("%d tensors bound, every digest verified", len(s.Pack.Manifest.Tensors)), Seconds: rep.LoadSeconds})
+	add(smokeFinite(s, rep))
+	add(smokeDeterminism(ctx, s, o.Seed))
+	add(smokeParity(s, o.Reference))
+	return rep, nil
+}
+
+// smokeFinite prefills the prompt and runs two denoise steps (without and
+// with self-conditioning); every logit must be finite.
+func smokeFinite(s *session.Session, rep *SmokeReport) SmokeCheck {
+	c := SmokeCheck{Name: "finite_logits"}
+	cfg := s.Model.Config()
+	prompt := smokeIDs(s)
+	e := s.Engine
+	cache := e.NewCache()
+	defer cache.Free()
+	t0 := time.Now()
+	if err := e.Prefill(cache, prompt, nil); err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	prefill := time.Since(t0)
+	rep.PrefillTokensPerSec = float64(len(prompt)) / prefill.Seconds()
+	canvas := make([]int, cfg.CanvasLength)
+	for i := range canvas {
+		canvas[i] = (i*7919 + 13) % cfg.Text.VocabSize
+	}
+	t1 := time.Now()
+	logits, err := e.Denoise(cache, canvas, nil, nil)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	rep.DenoiseStepMillis = float64(time.Since(t1).Microseconds()) / 1000
+	sc := make([]float32, len(logits))
+	T := generate.Temperature(s.GenConfig, s.GenConfig.MaxDenoisingSteps)
+	for r := 0; r < len(canvas); r++ {
+		cpu.TemperRow(logits[r*cfg.Text.VocabSize:(r+1)*cfg.Text.VocabSize], T, sc[r*cfg.Text.VocabSize:(r+1)*cfg.Text.VocabSize])
+	}
+	logits2, err := e.Denoise(cache, canvas, sc, nil)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	for _, set := range [][]float32{logits, logits2} {
+		for i, v := range set {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				c.Detail = fmt.Sprintf("logit %d is %v", i, v)
+				return c
+			}
+		}
+	}
+	c.Pass = true
+	c.Seconds = time.Since(t0).Seconds()
+	c.Detail = fmt.Sprintf("prefill of %d tokens and 2 denoise steps over %d positions: all %d logits finite", len(prompt), len(canvas), len(logits)+len(logits2))
+	return c
+}
+
+// smokeIDs is the battery's prompt: the chat-formatted sentence when the
+// pack has a tokenizer, else a fixed id sequence.
+func smokeIDs(s *session.Session) []int {
+	if s.Tokenizer != nil {
+		if ids, err := s.Tokenizer.Chat(smokePrompt, s.TokenizerConfig); err == nil {
+			return ids
+		}
+	}
+	v := s.Model.Config().Text.VocabSize
+	ids := []int{2}
+	for i := 0; i < 15; i++ {
+		ids = append(ids, 3+(i*31)%(v-3))
+	}
+	return ids
+}
+
+// smokeDeterminism generates one block twice at the same seed (few steps)
+// and checks the tokens are identical and the reply decodes.
+func smokeDeterminism(ctx context.Context, s *session.Session, seed uint64) SmokeCheck {
+	c := SmokeCheck{Name: "deterministic_generation"}
+	t0 := time.Now()
+	o := generate.Options{Seed: seed, MaxNewTokens: s.Model.Config().CanvasLength, MaxSteps: 8}
+	var runs [2]*generate.Generation
+	for i := range runs {
+		g, err := s.Generate(ctx, smokeIDs(s), o)
+		if err != nil {
+			c.Detail = err.Error()
+			return c
+		}
+		runs[i] = g
+	}
+	if !slices.Equal(runs[0].Tokens, runs[1].Tokens) {
+		c.Detail = "two runs at one seed gave different tokens"
+		return c
+	}
+	c.Seconds = time.Since(t0).Seconds()
+	detail := fmt.Sprintf("%d tokens identical across two runs (seed %d, %d steps)", len(runs[0].Tokens), seed, runs[0].Steps)
+	if s.Tokenizer != nil {
+		reply := s.Tokenizer.Decode(s.ReplyTokens(runs[0].Tokens), true)
+		if !utf8.ValidString(reply) {
+			c.Detail = "the reply does not decode to valid UTF-8"
+			return c
+		}
+		detail += fmt.Sprintf("; reply decodes (%d bytes)", len(reply))
+	}
+	c.Pass, c.Detail = true, detail
+	return c
+}
+
+// smokeParity compares with a transformers reference when one is given or
+// known for the pack's source.
+func smokeParity(s *session.Session, ref string) SmokeCheck {
+	c := SmokeCheck{Name: "parity"}
+	if ref == "" {
+		var cleanup func()
+		ref, cleanup = FindReference(s.Pack.Manifest)
+		defer cleanup()
+	}
+	if ref == "" {
+		c.Skipped, c.Detail = true, "no transformers reference known for this pack's source (pass --reference)"
+		return c
+	}
+	t0 := time.Now()
+	b := DefaultBounds(s.Model.WeightFormat())
+	r, err := Parity(s.Engine, ref, b)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	c.Seconds = time.Since(t0).Seconds()
+	worst := ""
+	for _, pc := range r.Cases {
+		if !pc.Pass && worst == "" {
+			worst = fmt.Sprintf("; %s fails: max abs err %.3g > %.3g", pc.Name, pc.MaxAbsErr, pc.Tolerance)
+		}
+	}
+	c.Pass = r.Pass
+	c.Detail = fmt.Sprintf("%d reference tensors compared%s", len(r.Cases), worst)
+	return c
+}
+
+// FindReference locates a transformers reference for the pack's source: the
+// embedded tiny checkpoint's, or a reference.safetensors + reference.json
+// beside the source snapshot (the fixture layout puts them above hub/) whose
+// reference.json names the same repo and revision. It returns "" when none is
+// known, and a cleanup function to call when done.
+func FindReference(m *dgq.Manifest) (string, func()) {
+	nop := func() {}
+	embedded := false
+	for _, t := range m.Tensors {
+		embedded = embedded || (t.Name == "model.decoder.embed_tokens.weight" && t.Digest == testmodel.EmbedDigest)
+	}
+	if embedded {
+		dir, err := os.MkdirTemp("", "dgq-reference-")
+		if err != nil {
+			return "", nop
+		}
+		for _, n := range []string{"reference.json", "reference.safetensors"} {
+			b, _ := testmodel.ReadReference(n)
+			os.WriteFile(filepath.Join(dir, n), b, 0o644)
+		}
+		return dir, func() { os.RemoveAll(dir) }
+	}
+	if m.DGQ == nil || m.DGQ.Source == nil || m.SourceModel == "" {
+		return "", nop
+	}
+	src := m.DGQ.Source
+	dir := m.SourceModel
+	for i := 0; i < 6; i++ {
+		dir = filepath.Dir(dir)
+		b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+		if err != nil {
+			continue
+		}
+		var meta struct{ Repo, Revision string }
+		if json.Unmarshal(b, &meta) == nil && meta.Repo == src.Repo && meta.Revision == src.Revision {
+			return dir, nop
+		}
+	}
+	return "", nop
+}

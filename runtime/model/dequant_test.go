@@ -1,0 +1,101 @@
+package model
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/runtime/internal/fixture"
+	"github.com/nlpodyssey/safetensors"
+)
+
+// stView adapts tensor bytes to the safetensors library's View.
+type stView struct {
+	dtype safetensors.DType
+	shape []uint64
+	data  []byte
+}
+
+func (v stView) DType() safetensors.DType { return v.dtype }
+func (v stView) Shape() []uint64          { return v.shape }
+func (v stView) Data() []byte             { return v.data }
+func (v stView) DataLen() uint64          { return uint64(len(v.data)) }
+
+// TestWriteDequantized writes, for each of dequantKinds, a Hugging Face
+// snapshot whose weights are the pack's decoded weights (quantized tensors
+// as float32, raw ones verbatim) next to the fixture's reference, for
+// testdata/hf_dequant.py. Run it with DGQ_DEQUANT_OUT=DIR.
+func TestWriteDequantized(t *testing.T) {
+	out := os.Getenv("DGQ_DEQUANT_OUT")
+	if out == "" {
+		t.Skip("set DGQ_DEQUANT_OUT=DIR to write dequantized snapshots")
+	}
+	for _, k := range fixture.Dequantized {
+		dir := filepath.Join(out, k.Fixture+"-"+k.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		w := PackWeights(fixture.OpenPack(t, k.Fixture, k.Profile, k.Sets...))
+		tensors := map[string]stView{}
+		for _, td := range w.Tensors() {
+			shape := make([]uint64, len(td.Shape))
+			for i, d := range td.Shape {
+				shape[i] = uint64(d)
+			}
+			if td.Format == codecs.Raw {
+				tensors[td.Name] = stView{dtype: stDTypeOf(td.DType), shape: shape, data: td.Bytes}
+				continue
+			}
+			f, err := vector(td) // the whole tensor, decoded as the backends decode it
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 4*len(f))
+			for i, v := range f {
+				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+			}
+			tensors[td.Name] = stView{dtype: safetensors.F32, shape: shape, data: b}
+		}
+		fh, err := os.Create(filepath.Join(dir, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := safetensors.SerializeToWriter(tensors, map[string]string{"format": "pt"}, fh); err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"config.json", "generation_config.json"} {
+			b, err := w.ReadFile(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range []string{"reference.json", "reference.safetensors"} {
+			b, err := os.ReadFile(filepath.Join(fixture.RefDir(t, k.Fixture), n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "fixture_"+n), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func stDTypeOf(d codecs.DType) safetensors.DType {
+	switch d {
+	case codecs.F16:
+		return safetensors.F16
+	case codecs.F32:
+		return safetensors.F32
+	}
+	return safetensors.BF16
+}
