@@ -222,22 +222,18 @@ func lockstepGaps(n int) []float64 {
 // softmax (float64): a draw can flip between lo and hi only by that much
 // probability mass.
 func lockstepMassGap(row []float32, u float64, lo, hi int) float64 {
-	m := math.Inf(-1)
-	for _, v := range row {
-		m = max(m, float64(v))
-	}
+	m := float64(slices.Max(row))
 	var sum float64
-	for _, v := range row {
+	var bounds []float64 // the cumulative weights after lo…hi−1
+	for i, v := range row {
 		sum += math.Exp(float64(v) - m)
-	}
-	var cum float64
-	for _, v := range row[:lo] {
-		cum += math.Exp(float64(v) - m)
+		if i >= lo && i < hi {
+			bounds = append(bounds, sum)
+		}
 	}
 	gap := math.Inf(1)
-	for i := lo; i < hi; i++ {
-		cum += math.Exp(float64(row[i]) - m)
-		gap = min(gap, math.Abs(cum/sum-u))
+	for _, c := range bounds {
+		gap = min(gap, math.Abs(c/sum-u))
 	}
 	return gap
 }

@@ -86,6 +86,21 @@ func scenario(t testing.TB, e *Engine, ids map[string][]int, chunks []int) [][]f
 	return append(out, l2, b1, l3)
 }
 
+// prefilled returns the tiny bf16 model, a CPU engine, a cache holding the
+// reference prompt, and the reference ids.
+func prefilled(t *testing.T) (*Model, *Engine, *Cache, map[string][]int) {
+	t.Helper()
+	m := loadModel(t, "tiny", "bf16")
+	e := cpuEngine(t, m, 0)
+	ids := fixture.RefIDs(t, "tiny")
+	c := e.NewCache()
+	t.Cleanup(func() { c.Free() })
+	if err := e.Prefill(c, ids["prompt_ids"], nil); err != nil {
+		t.Fatal(err)
+	}
+	return m, e, c, ids
+}
+
 // maxAbsDiff is max |a − b| (+Inf when the lengths differ).
 func maxAbsDiff(a, b []float32) float64 {
 	if len(a) != len(b) {
@@ -223,14 +238,7 @@ func TestInputErrors(t *testing.T) {
 // The hidden-state capture has L+1 entries of [C][H], the first the
 // unit-RMS decoder input.
 func TestDenoiseHidden(t *testing.T) {
-	m := loadModel(t, "tiny", "bf16")
-	e := cpuEngine(t, m, 0)
-	ids := fixture.RefIDs(t, "tiny")
-	c := e.NewCache()
-	defer c.Free()
-	if err := e.Prefill(c, ids["prompt_ids"], nil); err != nil {
-		t.Fatal(err)
-	}
+	m, e, c, ids := prefilled(t)
 	var hs [][]float32
 	canvas := ids["canvas1_ids"]
 	if _, err := e.Denoise(c, canvas, nil, &hs); err != nil {
@@ -260,14 +268,7 @@ func TestDenoiseHidden(t *testing.T) {
 // (cpu.Entropy, cpu.Argmax, cpu.Categorical on Logits), and a
 // self-conditioned step reads what SetLogits put there.
 func TestStep(t *testing.T) {
-	m := loadModel(t, "tiny", "bf16")
-	e := cpuEngine(t, m, 0)
-	ids := fixture.RefIDs(t, "tiny")
-	c := e.NewCache()
-	defer c.Free()
-	if err := e.Prefill(c, ids["prompt_ids"], nil); err != nil {
-		t.Fatal(err)
-	}
+	m, e, c, ids := prefilled(t)
 	canvas := ids["canvas1_ids"]
 	C, V := len(canvas), m.Vocab()
 	us := make([]float64, C)
@@ -275,14 +276,18 @@ func TestStep(t *testing.T) {
 		us[i] = float64(i) / float64(C)
 	}
 	out := StepStats{Entropy: make([]float32, C), Argmax: make([]int, C), Draw: make([]int, C)}
+	step := func(selfCond bool, T float32) []float32 {
+		if err := e.Step(c, canvas, selfCond, T, us, out); err != nil {
+			t.Fatal(err)
+		}
+		z := make([]float32, C*V)
+		if err := e.Logits(z); err != nil {
+			t.Fatal(err)
+		}
+		return z
+	}
 	const T = 0.8
-	if err := e.Step(c, canvas, false, T, us, out); err != nil {
-		t.Fatal(err)
-	}
-	z := make([]float32, C*V)
-	if err := e.Logits(z); err != nil {
-		t.Fatal(err)
-	}
+	z := step(false, T)
 	raw, err := e.Denoise(c, canvas, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -302,13 +307,7 @@ func TestStep(t *testing.T) {
 	if err := e.SetLogits(z); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Step(c, canvas, true, 1, us, out); err != nil {
-		t.Fatal(err)
-	}
-	got := make([]float32, C*V)
-	if err := e.Logits(got); err != nil {
-		t.Fatal(err)
-	}
+	got := step(true, 1)
 	want, err := e.Denoise(c, canvas, z, nil)
 	if err != nil {
 		t.Fatal(err)

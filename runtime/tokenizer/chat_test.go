@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,7 @@ func TestChatGemma3(t *testing.T) {
 	// <bos> + the reference ids of
 	// "<start_of_turn>user\nWhat is the meaning of 67?<end_of_turn>\n<start_of_turn>model\n".
 	want := []int{2, 105, 2364, 107, 3689, 563, 506, 6590, 529, 236743, 236825, 236832, 236881, 106, 107, 105, 4368, 107}
-	if !equalInts(ids, want) {
+	if !slices.Equal(ids, want) {
 		t.Fatalf("Chat ids\n got %v\nwant %v", ids, want)
 	}
 	if got, want := tok.Decode(ids, false), "<bos><start_of_turn>user\nWhat is the meaning of 67?<end_of_turn>\n<start_of_turn>model\n"; got != want {
@@ -24,7 +25,7 @@ func TestChatGemma3(t *testing.T) {
 	}
 	// Without a config: the same Gemma defaults.
 	ids2, err := tok.Chat("  What is the meaning of 67?\n\t", nil)
-	if err != nil || !equalInts(ids2, want) {
+	if err != nil || !slices.Equal(ids2, want) {
 		t.Errorf("Chat without config: %v, %v", ids2, err)
 	}
 }
@@ -36,7 +37,7 @@ func TestChatTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := "<bos><start_of_turn>user\nHello world<end_of_turn>\n<start_of_turn>model\n"
-	if want := tok.Encode(text, false); !equalInts(ids, want) {
+	if want := tok.Encode(text, false); !slices.Equal(ids, want) {
 		t.Errorf("Chat ids %v, want %v", ids, want)
 	}
 	if ids[0] != 2 || ids[1] != 4 {
@@ -136,7 +137,7 @@ func TestChatReference(t *testing.T) {
 			continue
 		}
 		ids, err := toks[c.Tokenizer].Chat(c.Message, configs[c.Tokenizer])
-		if err != nil || !equalInts(ids, c.IDs) {
+		if err != nil || !slices.Equal(ids, c.IDs) {
 			t.Errorf("%s %q: ids %v, %v; want %v", c.Tokenizer, c.Message, ids, err, c.IDs)
 			continue
 		}

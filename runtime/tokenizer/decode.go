@@ -154,12 +154,8 @@ func (q sequenceDecoder) decodeChain(toks []string) []string {
 // parseDecoder reads the "decoder" component; null gives nil.
 func parseDecoder(raw json.RawMessage) (decoder, error) {
 	const what = "decoder"
-	o, err := parseObject(raw, what)
+	o, typ, err := parseComponent(raw, what)
 	if err != nil || o == nil {
-		return nil, err
-	}
-	typ, err := o.typ(what)
-	if err != nil {
 		return nil, err
 	}
 	switch typ {

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -139,7 +140,7 @@ func TestLoadLegacyMergesWithSpaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tok.EncodeTokens("in er"); !equalStrings(got, []string{"in", "▁", "er"}) {
+	if got := tok.EncodeTokens("in er"); !slices.Equal(got, []string{"in", "▁", "er"}) {
 		t.Errorf("tokens %q", got)
 	}
 	// A token holding a space: the cut is the one the vocabulary explains.

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -31,7 +32,7 @@ func checkEncoding(t *testing.T, name string, tok *Tokenizer, text string) {
 		}
 	}
 	withBOS := tok.Encode(text, true)
-	if len(withBOS) != len(ids)+1 || withBOS[0] != 2 || !equalInts(withBOS[1:], ids) {
+	if len(withBOS) != len(ids)+1 || withBOS[0] != 2 || !slices.Equal(withBOS[1:], ids) {
 		t.Fatalf("%s: %q: Encode(_, true) = %v, Encode(_, false) = %v", name, text, withBOS, ids)
 	}
 	decoded := tok.Decode(ids, false)
@@ -158,7 +159,7 @@ func TestMiniTokenizer(t *testing.T) {
 	// decoder's Strip removes a leading space of the fused text (here there
 	// is none: it starts with <bos>).
 	text := "ab b <m> a b éA"
-	if got, want := tok.EncodeTokens(text), []string{"▁ab", "▁", "b", " <m> ", "▁a▁b", "▁", "<0xC3>", "<0xA9>", "<0x41>"}; !equalStrings(got, want) {
+	if got, want := tok.EncodeTokens(text), []string{"▁ab", "▁", "b", " <m> ", "▁a▁b", "▁", "<0xC3>", "<0xA9>", "<0x41>"}; !slices.Equal(got, want) {
 		t.Errorf("tokens %q, want %q", got, want)
 	}
 	if got, want := tok.Decode(tok.Encode(text, true), false), "<bos> ab b<m>a b éA"; got != want {

@@ -344,6 +344,21 @@ func parseObject(raw json.RawMessage, what string) (object, error) {
 	return o, nil
 }
 
+// parseComponent decodes a typed component (normalizer, pre_tokenizer,
+// decoder, post_processor) and returns it with its "type"; null (or
+// absence) gives a nil object.
+func parseComponent(raw json.RawMessage, what string) (object, string, error) {
+	o, err := parseObject(raw, what)
+	if err != nil || o == nil {
+		return nil, "", err
+	}
+	typ, err := o.typ(what)
+	if err != nil {
+		return nil, "", err
+	}
+	return o, typ, nil
+}
+
 // typ returns the "type" field.
 func (o object) typ(what string) (string, error) {
 	raw, ok := o["type"]

@@ -43,12 +43,8 @@ func (q sequenceNormalizer) normalize(s string) string {
 // parseNormalizer reads the "normalizer" component; null gives nil.
 func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 	const what = "normalizer"
-	o, err := parseObject(raw, what)
+	o, typ, err := parseComponent(raw, what)
 	if err != nil || o == nil {
-		return nil, err
-	}
-	typ, err := o.typ(what)
-	if err != nil {
 		return nil, err
 	}
 	switch typ {

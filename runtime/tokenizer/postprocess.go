@@ -40,12 +40,8 @@ type templatePieceJSON struct {
 // (the library then adds nothing to a single sequence).
 func parsePostProcessor(raw json.RawMessage, vocabSize int) (*templateProcessing, error) {
 	const what = "post_processor"
-	o, err := parseObject(raw, what)
+	o, typ, err := parseComponent(raw, what)
 	if err != nil || o == nil {
-		return nil, err
-	}
-	typ, err := o.typ(what)
-	if err != nil {
 		return nil, err
 	}
 	if typ != "TemplateProcessing" {

@@ -146,12 +146,8 @@ func (q sequencePreTokenizer) split(s string, out []string) []string {
 // parsePreTokenizer reads the "pre_tokenizer" component; null gives nil.
 func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 	const what = "pre_tokenizer"
-	o, err := parseObject(raw, what)
+	o, typ, err := parseComponent(raw, what)
 	if err != nil || o == nil {
-		return nil, err
-	}
-	typ, err := o.typ(what)
-	if err != nil {
 		return nil, err
 	}
 	switch typ {

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/dgq-dev/dgq/dgq/testmodel"
@@ -14,15 +15,15 @@ func checkReference(t *testing.T, tok *Tokenizer, ref referenceFile) int {
 	matched := 0
 	for i, c := range ref.Cases {
 		ok := true
-		if got := tok.Encode(c.Text, false); !equalInts(got, c.IDs) {
+		if got := tok.Encode(c.Text, false); !slices.Equal(got, c.IDs) {
 			t.Errorf("case %d %q: ids\n got %v\nwant %v", i, c.Text, got, c.IDs)
 			ok = false
 		}
-		if got := tok.EncodeTokens(c.Text); !equalStrings(got, c.Tokens) {
+		if got := tok.EncodeTokens(c.Text); !slices.Equal(got, c.Tokens) {
 			t.Errorf("case %d %q: tokens\n got %q\nwant %q", i, c.Text, got, c.Tokens)
 			ok = false
 		}
-		if got := tok.Encode(c.Text, true); !equalInts(got, c.IDsWithSpecial) {
+		if got := tok.Encode(c.Text, true); !slices.Equal(got, c.IDsWithSpecial) {
 			t.Errorf("case %d %q: ids_with_special\n got %v\nwant %v", i, c.Text, got, c.IDsWithSpecial)
 			ok = false
 		}

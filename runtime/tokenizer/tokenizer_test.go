@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("%s: Decode(Encode(%q)) = %q", name, s, got)
 			}
 			withBOS := tok.Encode(s, true)
-			if len(withBOS) != len(ids)+1 || withBOS[0] != 2 || !equalInts(withBOS[1:], ids) {
+			if len(withBOS) != len(ids)+1 || withBOS[0] != 2 || !slices.Equal(withBOS[1:], ids) {
 				t.Errorf("%s: Encode(%q, true) = %v, want <bos> + %v", name, s, withBOS, ids)
 			}
 			if got := tok.Decode(withBOS, false); got != "<bos>"+s {
@@ -83,7 +84,7 @@ func TestSpecialTokens(t *testing.T) {
 	tok := gemma3Tokenizer(t)
 	ids := tok.Encode("<start_of_turn>user\nhi<end_of_turn>", false)
 	want := []int{105, 2364, 107, 2202, 106}
-	if !equalInts(ids, want) {
+	if !slices.Equal(ids, want) {
 		t.Fatalf("ids %v, want %v", ids, want)
 	}
 	for _, c := range []struct {
@@ -123,7 +124,7 @@ func TestByteFallback(t *testing.T) {
 	// U+1D518 (𝔘) is not in the vocabulary: four byte tokens.
 	toks := tok.EncodeTokens("𝔘")
 	want := []string{"<0xF0>", "<0x9D>", "<0x94>", "<0x98>"}
-	if !equalStrings(toks, want) {
+	if !slices.Equal(toks, want) {
 		t.Fatalf("tokens %q, want %q", toks, want)
 	}
 	ids := tok.Encode("𝔘", false)
@@ -150,7 +151,7 @@ func TestByteFallback(t *testing.T) {
 	}
 	// The tiny vocabulary lacks "é": e + combining acute is byte fallback.
 	tiny := tinyTokenizer(t)
-	if got := tiny.EncodeTokens("\u0301"); !equalStrings(got, []string{"<0xCC>", "<0x81>"}) {
+	if got := tiny.EncodeTokens("\u0301"); !slices.Equal(got, []string{"<0xCC>", "<0x81>"}) {
 		t.Errorf("tiny tokens of U+0301: %q", got)
 	}
 	// The tiny tokenizer lists its byte tokens as special added tokens, so
@@ -180,7 +181,7 @@ func TestUnknownWithoutByteFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Unknown characters become <unk> (id 3), fused over a run.
-	if got := tok.Encode("a😀😀b😀", false); !equalInts(got, []int{322, 3, 323, 3}) {
+	if got := tok.Encode("a😀😀b😀", false); !slices.Equal(got, []int{322, 3, 323, 3}) {
 		t.Errorf("ids %v", got)
 	}
 	src = strings.Replace(src, `"fuse_unk": true`, `"fuse_unk": false`, 1)
@@ -188,7 +189,7 @@ func TestUnknownWithoutByteFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tok.Encode("a😀😀b😀", false); !equalInts(got, []int{322, 3, 3, 323, 3}) {
+	if got := tok.Encode("a😀😀b😀", false); !slices.Equal(got, []int{322, 3, 3, 323, 3}) {
 		t.Errorf("ids without fuse_unk %v", got)
 	}
 }
@@ -280,7 +281,7 @@ func TestConcurrentUse(t *testing.T) {
 		go func() {
 			for k := 0; k < 20; k++ {
 				for i, s := range roundTripTexts {
-					if got := tok.Encode(s, true); !equalInts(got, want[i]) {
+					if got := tok.Encode(s, true); !slices.Equal(got, want[i]) {
 						done <- errors.New("different ids for " + s)
 						return
 					}
