@@ -1,21 +1,22 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // Errors of OpenBackend.
 var (
 	// ErrUnknownBackend: no backend of that name is built in.
-	ErrUnknownBackend = errors.New("runtime: unknown backend")
+	ErrUnknownBackend = errclass.New(errclass.Usage, "runtime: unknown backend")
 	// ErrBackendUnavailable: the backend is built in but cannot run here
 	// (no device, a library missing); the error says which.
-	ErrBackendUnavailable = errors.New("backend unavailable")
+	ErrBackendUnavailable = errclass.New(errclass.NoBackend, "backend unavailable")
 )
 
 // BackendConfig configures OpenBackend.

@@ -2,18 +2,19 @@ package runtime
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // ErrGenerationConfig: a generation_config.json (or a GenerationConfig built
 // by hand) is malformed, holds a key transformers would refuse, or a value
 // out of range. The message names the key.
-var ErrGenerationConfig = errors.New("runtime: invalid generation config")
+var ErrGenerationConfig = errclass.New(errclass.Invalid, "runtime: invalid generation config")
 
 // Bounds on generation settings, so a hostile generation_config.json cannot
 // make Generate allocate or loop absurdly.

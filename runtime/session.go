@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/overlay"
 	"github.com/dgq-dev/dgq/runtime/tokenizer"
 )
 
 // ErrRun: the pack cannot serve the request (e.g. it has no tokenizer).
-var ErrRun = errors.New("runtime: cannot run")
+var ErrRun = errclass.New(errclass.Invalid, "runtime: cannot run")
 
 // Session is a pack loaded to run: the proven pack (every rule and digest
 // checked by the overlay loader), the bound model, and the pack's tokenizer
