@@ -32,7 +32,7 @@ func TestExitCodes(t *testing.T) {
 		{"codecs.ErrShape", codecs.ErrShape, exitFailure},
 		{"codecs.ErrBuffer", codecs.ErrBuffer, exitFailure},
 		{"codecs.ErrNeedScan", codecs.ErrNeedScan, exitFailure},
-		{"codecs.ErrUnknownMethod", codecs.ErrUnknownMethod, exitFailure},
+		{"codecs.ErrUnknownMethod", codecs.ErrUnknownMethod, exitUsage},
 		{"codecs.ErrRange", codecs.ErrRange, exitFailure},
 
 		{"layout.ErrUnknownTensor", layout.ErrUnknownTensor, exitInvalid},
@@ -63,7 +63,7 @@ func TestExitCodes(t *testing.T) {
 
 		{"dgq.ErrExists", dgq.ErrExists, exitUsage},
 		{"dgq.ErrManifest", dgq.ErrManifest, exitInvalid},
-		{"dgq.ErrLegacyFormat", dgq.ErrLegacyFormat, exitFailure},
+		{"dgq.ErrLegacyFormat", dgq.ErrLegacyFormat, exitInvalid},
 		{"dgq.ErrVersion", dgq.ErrVersion, exitInvalid},
 		{"dgq.ErrInvalid", dgq.ErrInvalid, exitInvalid},
 		{"dgq.ErrLayered", dgq.ErrLayered, exitInvalid},
@@ -86,7 +86,7 @@ func TestExitCodes(t *testing.T) {
 		{"tokenizer.ErrUnsupported", tokenizer.ErrUnsupported, exitInvalid},
 		{"tokenizer.ErrTooLarge", tokenizer.ErrTooLarge, exitInvalid},
 
-		{"nil-free plain error", errors.New("boom"), exitFailure},
+		{"plain error", errors.New("boom"), exitFailure},
 		{"context.Canceled", context.Canceled, exitCanceled},
 		{"context.DeadlineExceeded", context.DeadlineExceeded, exitFailure},
 		{"PathError", pathErr, exitIO},

@@ -58,11 +58,6 @@ type jsonErrorBody struct {
 	Message string `json:"message"`
 }
 
-var exitKinds = map[int]string{
-	exitFailure: "failure", exitUsage: "usage", exitInvalid: "invalid_input",
-	exitStale: "stale_cache", exitIO: "io", exitCanceled: "canceled", exitBackend: "backend_unavailable",
-}
-
 // wantsJSON reports whether --json was given, looked up in the raw
 // arguments so that even a command line cobra cannot parse gets a JSON error.
 func wantsJSON(args []string) bool {
