@@ -3,13 +3,15 @@ package hfcache
 import (
 	"errors"
 	"fmt"
+
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // Sentinel errors. Callers test them with errors.Is.
 var (
 	// ErrSafetensors: a safetensors file is malformed. The more specific
 	// sentinels below wrap it.
-	ErrSafetensors = errors.New("hfcache: invalid safetensors file")
+	ErrSafetensors = errclass.New(errclass.Invalid, "hfcache: invalid safetensors file")
 	// ErrHeaderTooLarge: the header length exceeds MaxHeaderBytes or the file.
 	ErrHeaderTooLarge = fmt.Errorf("%w: header too large", ErrSafetensors)
 	// ErrDuplicateTensor: a tensor name appears twice in one header.
@@ -17,12 +19,12 @@ var (
 	// ErrUnsupportedDType: a tensor has a dtype other than BF16, F16 or F32.
 	ErrUnsupportedDType = fmt.Errorf("%w: unsupported dtype", ErrSafetensors)
 	// ErrIndex: model.safetensors.index.json is malformed.
-	ErrIndex = errors.New("hfcache: invalid safetensors index")
+	ErrIndex = errclass.New(errclass.Invalid, "hfcache: invalid safetensors index")
 	// ErrMissingFile: a file the snapshot needs does not exist.
-	ErrMissingFile = errors.New("hfcache: missing file")
+	ErrMissingFile = errclass.New(errclass.Invalid, "hfcache: missing file")
 	// ErrInventory: the index and the shards disagree about which tensors
 	// exist and where.
-	ErrInventory = errors.New("hfcache: index and shards disagree")
+	ErrInventory = errclass.New(errclass.Invalid, "hfcache: index and shards disagree")
 	// ErrFileTooLarge: a side file is larger than the cap its reader set.
 	ErrFileTooLarge = errors.New("hfcache: file too large")
 )
@@ -43,11 +45,11 @@ var (
 	// ErrNotInCache: a repo, revision or snapshot folder is not in the hub
 	// cache. The message ends with the fix, "hf download ORG/NAME
 	// --revision REV".
-	ErrNotInCache = errors.New("hfcache: not in the hub cache")
+	ErrNotInCache = errclass.New(errclass.Stale, "hfcache: not in the hub cache")
 	// ErrRepoRef: a repo id or revision is malformed (it cannot be looked
 	// up, nor downloaded).
 	ErrRepoRef = errors.New("hfcache: invalid repo id or revision")
 	// ErrStale: a pinned external file is missing or changed (StaleError
 	// unwraps to it).
-	ErrStale = errors.New("hfcache: stale external file")
+	ErrStale = errclass.New(errclass.Stale, "hfcache: stale external file")
 )

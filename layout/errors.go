@@ -1,49 +1,39 @@
 package layout
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // Sentinel errors. Callers test them with errors.Is.
 var (
 	// ErrUnknownTensor: a tensor name matches no known pattern.
-	ErrUnknownTensor = errors.New("layout: unknown tensor")
+	ErrUnknownTensor = errclass.New(errclass.Invalid, "layout: unknown tensor")
 	// ErrLocked: a --set override targets a class that is never quantized.
-	ErrLocked = errors.New("layout: class is locked")
+	ErrLocked = errclass.New(errclass.Usage, "layout: class is locked")
 	// ErrTarget: a --set override names no known target.
-	ErrTarget = errors.New("layout: unknown --set target")
+	ErrTarget = errclass.New(errclass.Usage, "layout: unknown --set target")
 	// ErrOverrideSyntax: a --set override is not of the form target=format.
-	ErrOverrideSyntax = errors.New("layout: malformed --set override")
+	ErrOverrideSyntax = errclass.New(errclass.Usage, "layout: malformed --set override")
 	// ErrProfile: an unknown profile name.
-	ErrProfile = errors.New("layout: unknown profile")
+	ErrProfile = errclass.New(errclass.Usage, "layout: unknown profile")
 	// ErrExpertFormats: experts.gate_up and experts.down resolve to different formats.
-	ErrExpertFormats = errors.New("layout: experts.gate_up and experts.down must resolve to one format")
+	ErrExpertFormats = errclass.New(errclass.Usage, "layout: experts.gate_up and experts.down must resolve to one format")
 	// ErrDims: a tensor's shape does not fit its resolved format. It wraps codecs.ErrDims.
-	ErrDims error = &wrapError{msg: "layout: shape does not fit format", err: codecs.ErrDims}
+	ErrDims = errclass.Wrap(errclass.Invalid, "layout: shape does not fit format", codecs.ErrDims)
 	// ErrDuplicate: a tensor name or a --set target appears twice.
-	ErrDuplicate = errors.New("layout: duplicate")
+	ErrDuplicate = errclass.New(errclass.Invalid, "layout: duplicate")
 	// ErrDuplicateSet: one --set target given two formats (a usage error; it
 	// wraps ErrDuplicate).
-	ErrDuplicateSet = fmt.Errorf("%w --set target", ErrDuplicate)
+	ErrDuplicateSet = errclass.Wrap(errclass.Usage, "layout: duplicate --set target", ErrDuplicate)
 	// ErrConfig: config.json is malformed, misses a key or holds an out-of-range value.
-	ErrConfig = errors.New("layout: config.json")
+	ErrConfig = errclass.New(errclass.Invalid, "layout: config.json")
 	// ErrInventory: a checkpoint's tensors do not match its config.
-	ErrInventory = errors.New("layout: checkpoint does not match config")
+	ErrInventory = errclass.New(errclass.Invalid, "layout: checkpoint does not match config")
 )
-
-// wrapError is a sentinel that reads as its own message but also matches the
-// error it wraps under errors.Is.
-type wrapError struct {
-	msg string
-	err error
-}
-
-func (e *wrapError) Error() string { return e.msg }
-func (e *wrapError) Unwrap() error { return e.err }
 
 // TensorError is one tensor refused by MakePlan: the tensor, its shape, the
 // class and format it resolved to, the rule it breaks and, where one exists,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -36,18 +37,7 @@ with the device (docs/performance.md).`,
 			if asJSON {
 				return writeJSON(e.stdout, r)
 			}
-			fmt.Fprintf(e.stdout, "%s (%s, %s): %d layers, %.2f GB of weights, loaded in %.1f s\n", r.Device, r.Backend, r.Precision, r.Layers, float64(r.WeightBytes)/1e9, r.LoadSeconds)
-			for _, t := range r.Timings {
-				fmt.Fprintf(e.stdout, "  %-13s %5d tokens: median %8.2f ms (min %.2f, max %.2f), %.0f tokens/s\n", t.What, t.Tokens, t.Median, t.Min, t.Max, t.TokS)
-			}
-			for _, what := range []string{"prefill", "denoise_step"} {
-				if ops := r.Profile[what]; ops != nil {
-					fmt.Fprintf(e.stdout, "  %s, each op synchronized:\n", what)
-					for _, op := range ops {
-						fmt.Fprintf(e.stdout, "    %-12s %5d calls %9.3f ms\n", op.Op, op.Calls, op.Ms)
-					}
-				}
-			}
+			renderBench(e.stdout, r)
 			return nil
 		},
 	}
@@ -62,4 +52,20 @@ with the device (docs/performance.md).`,
 	f.BoolVar(&o.Profile, "profile", false, "also time every backend op of one prefill and one step (GPU backends; each op synchronized)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return c
+}
+
+// renderBench prints the report of a bench run as text.
+func renderBench(w io.Writer, r *check.BenchReport) {
+	fmt.Fprintf(w, "%s (%s, %s): %d layers, %.2f GB of weights, loaded in %.1f s\n", r.Device, r.Backend, r.Precision, r.Layers, float64(r.WeightBytes)/1e9, r.LoadSeconds)
+	for _, t := range r.Timings {
+		fmt.Fprintf(w, "  %-13s %5d tokens: median %8.2f ms (min %.2f, max %.2f), %.0f tokens/s\n", t.What, t.Tokens, t.Median, t.Min, t.Max, t.TokS)
+	}
+	for _, what := range []string{"prefill", "denoise_step"} {
+		if ops := r.Profile[what]; ops != nil {
+			fmt.Fprintf(w, "  %s, each op synchronized:\n", what)
+			for _, op := range ops {
+				fmt.Fprintf(w, "    %-12s %5d calls %9.3f ms\n", op.Op, op.Calls, op.Ms)
+			}
+		}
+	}
 }

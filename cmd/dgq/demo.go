@@ -1,10 +1,17 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/dgq-dev/dgq/dgq"
 )
+
+var errAuditFailed = errors.New("demo: the audit of the fresh pack found problems")
 
 func newDemoCmd(e *env) *cobra.Command {
 	var o dgq.DemoOptions
@@ -30,4 +37,15 @@ func newDemoCmd(e *env) *cobra.Command {
 	c.Flags().StringVarP(&o.Out, "out", "o", "", "pack directory (default: a new temporary directory)")
 	c.Flags().BoolVar(&o.Force, "force", false, "replace an existing pack at the output path")
 	return c
+}
+
+func renderDemo(w io.Writer, res *dgq.DemoResult) {
+	fmt.Fprintf(w, "== quantize: %s -> %s\n", res.Source, res.Out)
+	renderQuantize(w, dgq.QuantizeOptions{Out: res.Out}, res.Quantize)
+	fmt.Fprintln(w, "\n== inspect")
+	renderSummary(w, res.Inspect.Summary)
+	fmt.Fprintf(w, "%d tensors, blob %d bytes, expert_split %s, runs on %s\n", len(res.Inspect.Tensors), res.Inspect.BlobSize,
+		splitText(res.Inspect.ExpertSplit != nil, deref(res.Inspect.ExpertSplit)), strings.Join(res.Inspect.RunsOn, ", "))
+	fmt.Fprintln(w, "\n== audit")
+	renderAudit(w, res.Out, res.Audit)
 }

@@ -1,20 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"io/fs"
 
-	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/dgq"
-	"github.com/dgq-dev/dgq/hfcache"
-	"github.com/dgq-dev/dgq/layout"
-	"github.com/dgq-dev/dgq/runtime/backend"
-	"github.com/dgq-dev/dgq/runtime/check"
-	"github.com/dgq-dev/dgq/runtime/generate"
-	"github.com/dgq-dev/dgq/runtime/model"
-	"github.com/dgq-dev/dgq/runtime/session"
-	"github.com/dgq-dev/dgq/runtime/tokenizer"
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // Exit codes (documented in docs/cli.md).
@@ -29,6 +18,23 @@ const (
 	exitCanceled = 130
 )
 
+// classCodes is the exit code of each error class.
+var classCodes = map[errclass.Class]int{
+	errclass.Unclassified: exitFailure,
+	errclass.Usage:        exitUsage,
+	errclass.Invalid:      exitInvalid,
+	errclass.Stale:        exitStale,
+	errclass.IO:           exitIO,
+	errclass.NoBackend:    exitBackend,
+	errclass.Interrupted:  exitCanceled,
+}
+
+// exitKinds name the exit codes in JSON errors.
+var exitKinds = map[int]string{
+	exitFailure: "failure", exitUsage: "usage", exitInvalid: "invalid_input",
+	exitStale: "stale_cache", exitIO: "io", exitCanceled: "canceled", exitBackend: "backend_unavailable",
+}
+
 // codedError carries an explicit exit code; silent ones have already been
 // reported on stdout (e.g. an audit with findings).
 type codedError struct {
@@ -42,51 +48,12 @@ func (e *codedError) Unwrap() error { return e.err }
 
 func usageErr(err error) error { return &codedError{err: err, code: exitUsage} }
 
-var usageErrors = []error{
-	dgq.ErrUsage, dgq.ErrExists, layout.ErrProfile, layout.ErrTarget, layout.ErrLocked,
-	layout.ErrExpertFormats, layout.ErrOverrideSyntax, layout.ErrDuplicateSet, codecs.ErrUnknownFormat,
-	backend.ErrUnknown,
-}
-
-var invalidErrors = []error{
-	dgq.ErrSource, dgq.ErrManifest, dgq.ErrInvalid, dgq.ErrVersion, dgq.ErrLayered,
-	hfcache.ErrSafetensors, hfcache.ErrIndex, hfcache.ErrInventory, hfcache.ErrMissingFile,
-	layout.ErrConfig, layout.ErrInventory, layout.ErrDims, layout.ErrUnknownTensor, layout.ErrDuplicate,
-	codecs.ErrNonFinite, tokenizer.ErrFormat, tokenizer.ErrUnsupported, tokenizer.ErrTooLarge,
-	model.ErrBinding, model.ErrInput, check.ErrReference, generate.ErrConfig, session.ErrRun,
-}
-
-var staleErrors = []error{hfcache.ErrStale, hfcache.ErrNotInCache}
-
+// exitCode is the code of an explicit codedError in err's tree, else the
+// code of err's class.
 func exitCode(err error) int {
 	var ce *codedError
 	if errors.As(err, &ce) {
 		return ce.code
 	}
-	if errors.Is(err, context.Canceled) {
-		return exitCanceled
-	}
-	if errors.Is(err, backend.ErrUnavailable) {
-		return exitBackend
-	}
-	for _, target := range staleErrors {
-		if errors.Is(err, target) {
-			return exitStale
-		}
-	}
-	for _, target := range usageErrors {
-		if errors.Is(err, target) {
-			return exitUsage
-		}
-	}
-	for _, target := range invalidErrors {
-		if errors.Is(err, target) {
-			return exitInvalid
-		}
-	}
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return exitIO
-	}
-	return exitFailure
+	return classCodes[errclass.Of(err)]
 }

@@ -1,6 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
 	"github.com/spf13/cobra"
 
 	"github.com/dgq-dev/dgq/dgq"
@@ -26,4 +33,57 @@ func newInspectCmd(e *env) *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c
+}
+
+func renderInspect(w io.Writer, dir string, info *dgq.PackInfo) {
+	fmt.Fprintf(w, "pack %s\n", dir)
+	gen := info.Generator
+	if gen == "" {
+		gen = "not dgq (no dgq object)"
+	}
+	fmt.Fprintf(w, "  version %d, profile %s (manifest %s), generator %s, layered %v\n", info.FormatVersion, info.Profile, info.ManifestProfile, gen, info.Layered)
+	fmt.Fprintf(w, "  runs on: %s\n", strings.Join(info.RunsOn, ", "))
+	if info.DGQOnly != "" {
+		fmt.Fprintf(w, "  dgq-only: %s\n", info.DGQOnly)
+	}
+	for _, o := range info.Overrides {
+		fmt.Fprintf(w, "  override %s=%s\n", o.Target, o.Format)
+	}
+	for _, k := range slices.Sorted(maps.Keys(info.CustomClasses)) {
+		fmt.Fprintf(w, "  custom class %s: %s\n", k, info.CustomClasses[k])
+	}
+	fmt.Fprintf(w, "  blob %s: %d bytes, expert_split %s\n", info.Blob, info.BlobSize, splitText(info.ExpertSplit != nil, deref(info.ExpertSplit)))
+	if info.Layered {
+		fmt.Fprintf(w, "  layered: local blob %s bytes, local expert tail from %s; %d external files\n", optText(info.LocalBlobSize), optText(info.LocalExpertSplit), len(info.ExternalFiles))
+		for _, f := range info.ExternalFiles {
+			fmt.Fprintf(w, "    %s %s %s@%s/%s (%d bytes, header sha256 %.12s)\n", f.ID, f.Role, f.Repo, f.Revision, f.Path, f.Size, f.HeaderSHA256)
+		}
+	}
+	if info.SourceModel != "" {
+		fmt.Fprintf(w, "  source %s\n", info.SourceModel)
+	}
+	renderSummary(w, info.Summary)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "offset\tsize\tclass\tformat\tdtype\tshape\tsource\tname")
+	for _, t := range info.Tensors {
+		src := "-"
+		if t.Source != nil {
+			src = fmt.Sprintf("%s@%d", t.Source.Kind, t.Source.Offset)
+			if t.Source.File != "" {
+				src = fmt.Sprintf("%s:%d", t.Source.File, t.Source.Offset)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%v\t%s\t%s\n", t.Offset, t.Size, t.Class, t.Format, t.DType, t.Shape, src, t.Name)
+	}
+	tw.Flush()
+	if len(info.Findings) > 0 {
+		fmt.Fprintf(w, "%d rule violation(s); run dgq audit %s for details\n", len(info.Findings), dir)
+	}
+}
+
+func optText(p *int64) string {
+	if p == nil {
+		return "?"
+	}
+	return fmt.Sprint(*p)
 }

@@ -52,20 +52,13 @@ func assertOneLineError(t *testing.T, r result, code int, mention string) {
 	}
 }
 
-func TestDemo(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "demo.dgq")
-	r := dgqRun("demo", "-o", out)
-	if r.code != 0 {
-		t.Fatalf("demo exit %d: %s", r.code, r.stderr)
+func demoPack(t *testing.T, profile string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), profile)
+	if r := dgqRun("demo", "--profile", profile, "-o", out); r.code != 0 {
+		t.Fatalf("demo: %s", r.stderr)
 	}
-	for _, want := range []string{"== quantize", "experts", "q4", "== audit", "ok (every rule and every digest checked)"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("demo output lacks %q", want)
-		}
-	}
-	if r.stderr != "" {
-		t.Errorf("demo printed to stderr off a terminal: %q", r.stderr)
-	}
+	return out
 }
 
 func TestQuantizeInspectAuditContract(t *testing.T) {
@@ -150,18 +143,6 @@ func TestQuantizeInspectAuditContract(t *testing.T) {
 	}
 }
 
-func TestDryRunTable(t *testing.T) {
-	r := dgqRun("quantize", "--profile", "q4", "-m", tiny(t), "--dry-run")
-	if r.code != 0 {
-		t.Fatalf("dry run: %d %s", r.code, r.stderr)
-	}
-	for _, want := range []string{"class", "bits/weight", "experts", "total", "nothing written"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("dry-run output lacks %q:\n%s", want, r.stdout)
-		}
-	}
-}
-
 func TestUsageErrors(t *testing.T) {
 	src := tiny(t)
 	out := filepath.Join(t.TempDir(), "o")
@@ -176,6 +157,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"quantize", "--bogus"}, exitUsage, "bogus"},
 		{"locked class", []string{"quantize", "--profile", "q4", "--set", "embed=q4", "-m", src, "-o", out}, exitUsage, "embed"},
 		{"bad format", []string{"quantize", "--profile", "q4", "--set", "attn=q9", "-m", src, "-o", out}, exitUsage, "q9"},
+		{"bad encoder", []string{"quantize", "--profile", "q4", "--encoder", "fast", "-m", src, "-o", out}, exitUsage, `encoder "fast"`},
 		{"same target twice", []string{"quantize", "--profile", "q4", "--set", "attn=q8", "--set", "attn=q4", "-m", src, "-o", out}, exitUsage, "attn"},
 		{"missing source", []string{"quantize", "--profile", "q4", "-m", filepath.Join(src, "x"), "-o", out}, exitInvalid, "x"},
 		{"inspect no args", []string{"inspect"}, exitUsage, "inspect"},
@@ -189,18 +171,6 @@ func TestUsageErrors(t *testing.T) {
 				t.Fatal("output created")
 			}
 		})
-	}
-}
-
-func TestExistingOutputNeedsForce(t *testing.T) {
-	src := tiny(t)
-	out := filepath.Join(t.TempDir(), "o")
-	if r := dgqRun("quantize", "--profile", "q4", "-m", src, "-o", out); r.code != 0 {
-		t.Fatal(r.stderr)
-	}
-	assertOneLineError(t, dgqRun("quantize", "--profile", "q4", "-m", src, "-o", out), exitUsage, "--force")
-	if r := dgqRun("quantize", "--profile", "q5", "-m", src, "-o", out, "--force"); r.code != 0 {
-		t.Fatal(r.stderr)
 	}
 }
 

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/layout"
 )
+
+var errMissingOut = errors.New("quantize: -o OUT is required (or use --dry-run)")
 
 func newQuantizeCmd(e *env) *cobra.Command {
 	var (
@@ -33,7 +38,7 @@ byte. Every refusal happens before the output exists.`,
 			o.Progress = newProgress(e)
 			m, err := codecs.ParseMethod(encoder)
 			if err != nil {
-				return usageErr(err)
+				return err
 			}
 			o.Encoder = m
 			res, err := dgq.Quantize(e.ctx, o)
@@ -68,4 +73,46 @@ byte. Every refusal happens before the output exists.`,
 		return nil
 	}
 	return c
+}
+
+// quantizeResult is quantize --json's output.
+type quantizeResult struct {
+	DryRun      bool                  `json:"dry_run"`
+	Out         string                `json:"out,omitempty"`
+	Profile     string                `json:"profile"`
+	Layered     bool                  `json:"layered"`
+	Tensors     int                   `json:"tensors"`
+	BlobSize    int64                 `json:"blob_size"`
+	ExpertSplit *int64                `json:"expert_split"`
+	Version     int                   `json:"version,omitempty"`
+	Encoder     string                `json:"encoder"`
+	RunsOn      []string              `json:"runs_on"`
+	DGQOnly     string                `json:"dgq_only,omitempty"`
+	SourceBytes int64                 `json:"source_bytes"`
+	ElapsedS    float64               `json:"elapsed_s"`
+	Summary     []layout.ClassSummary `json:"summary"`
+	Classes     []dgq.ClassReport     `json:"classes,omitempty"`
+	Report      string                `json:"report,omitempty"`
+}
+
+func quantizeJSON(o dgq.QuantizeOptions, res *dgq.QuantizeResult) quantizeResult {
+	r := quantizeResult{
+		DryRun: o.DryRun, Profile: string(res.Plan.Profile), Layered: o.Overlay, Tensors: len(res.Plan.Entries),
+		BlobSize: res.Plan.BlobSize, SourceBytes: res.SourceBytes, Encoder: o.Encoder.String(),
+		ElapsedS: res.Elapsed.Seconds(), Summary: res.Summary, Report: o.ReportPath, RunsOn: []string{"dgq", "diffgemma"},
+		DGQOnly: res.Plan.EngineIncompatibility(),
+	}
+	if r.DGQOnly != "" {
+		r.RunsOn = []string{"dgq"}
+	}
+	if res.Plan.HasExperts {
+		split := res.Plan.ExpertSplit
+		r.ExpertSplit = &split
+	}
+	if !o.DryRun {
+		r.Out = o.Out
+		r.Classes = res.Report.Classes
+		r.Version = res.Manifest.Version
+	}
+	return r
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -51,4 +52,15 @@ streaming, without requantizing.`,
 	f.StringVar(&o.HFRevision, "hf-revision", "", "base revision: branch, tag or commit (default: the pack's recorded source)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing pack at the output path")
 	return c
+}
+
+func renderRepack(w io.Writer, out string, res *overlay.RepackResult) {
+	layered := "self-contained"
+	if res.Manifest.Layered() {
+		layered = fmt.Sprintf("layered (%d external files)", len(res.Manifest.ExternalFiles))
+	}
+	fmt.Fprintf(w, "wrote %s: %s, %d tensors, own blob %d bytes (canonical %d)\n", out, layered, len(res.Manifest.Tensors), res.LocalBytes, res.Manifest.CanonicalSize())
+	for _, n := range res.Mismatched {
+		fmt.Fprintf(w, "  stored locally (differs from the base snapshot): %s\n", n)
+	}
 }

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dgq-dev/dgq/dgq"
 )
 
 // env is what every command needs besides its flags.
@@ -56,11 +59,6 @@ type jsonErrorBody struct {
 	Code    int    `json:"code"`
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
-}
-
-var exitKinds = map[int]string{
-	exitFailure: "failure", exitUsage: "usage", exitInvalid: "invalid_input",
-	exitStale: "stale_cache", exitIO: "io", exitCanceled: "canceled", exitBackend: "backend_unavailable",
 }
 
 // wantsJSON reports whether --json was given, looked up in the raw
@@ -127,4 +125,17 @@ func wrapArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 // oneLine keeps an error message on one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+// versionString is dgq --version: the release and the VCS revision built.
+func versionString() string {
+	v := dgq.Version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return v
 }

@@ -1,21 +1,22 @@
 package backend
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // Errors of Open.
 var (
 	// ErrUnknown: no backend of that name is built in, or it does not offer
 	// the requested precision.
-	ErrUnknown = errors.New("backend: unknown backend")
+	ErrUnknown = errclass.New(errclass.Usage, "backend: unknown backend")
 	// ErrUnavailable: the backend is built in but cannot run here (no
 	// device, a library missing); the error says which.
-	ErrUnavailable = errors.New("backend unavailable")
+	ErrUnavailable = errclass.New(errclass.NoBackend, "backend unavailable")
 )
 
 // Precisions of matrix products (Config.Precision).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nlpodyssey/safetensors"
 
+	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/cpu"
 	"github.com/dgq-dev/dgq/runtime/generate"
@@ -23,7 +24,7 @@ import (
 
 // ErrReference: a parity reference is missing, malformed or does not fit
 // the model.
-var ErrReference = errors.New("check: invalid parity reference")
+var ErrReference = errclass.New(errclass.Invalid, "check: invalid parity reference")
 
 // ParityCase is the comparison of one reference tensor.
 type ParityCase struct {

@@ -2,18 +2,19 @@ package generate
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // ErrConfig: a generation_config.json (or a Config built
 // by hand) is malformed, holds a key transformers would refuse, or a value
 // out of range. The message names the key.
-var ErrConfig = errors.New("generate: invalid generation config")
+var ErrConfig = errclass.New(errclass.Invalid, "generate: invalid generation config")
 
 // Bounds on generation settings, so a hostile generation_config.json cannot
 // make Generate allocate or loop absurdly.

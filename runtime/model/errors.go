@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // Sentinel errors. Callers test them with errors.Is.
@@ -11,11 +13,11 @@ var (
 	// ErrBinding: a pack's tensors do not match the model its config.json
 	// describes (missing, unexpected, misshapen or undecodable tensors), or
 	// the config itself cannot be used.
-	ErrBinding = errors.New("model: weights do not bind to the model")
+	ErrBinding = errclass.New(errclass.Invalid, "model: weights do not bind to the model")
 	// ErrInput: an argument of Prefill or Denoise is out of range (a token id
 	// outside the vocabulary, an empty input, a logits buffer of the wrong
 	// size).
-	ErrInput = errors.New("model: invalid input")
+	ErrInput = errclass.New(errclass.Invalid, "model: invalid input")
 	// ErrCache: a cache was used with another model than the one that made
 	// it, or would grow past the model's position limit.
 	ErrCache = errors.New("model: invalid cache")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/overlay"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	_ "github.com/dgq-dev/dgq/runtime/cpu" // registers the "cpu" backend
@@ -18,7 +19,7 @@ import (
 )
 
 // ErrRun: the pack cannot serve the request (e.g. it has no tokenizer).
-var ErrRun = errors.New("session: cannot run")
+var ErrRun = errclass.New(errclass.Invalid, "session: cannot run")
 
 // Session is a pack loaded to run: the proven pack (every rule and digest
 // checked by the overlay loader), the bound model, the Engine that runs it

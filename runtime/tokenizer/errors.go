@@ -1,8 +1,9 @@
 package tokenizer
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // Sentinel errors. Every error returned by this package starts with
@@ -12,15 +13,15 @@ var (
 	// ErrFormat reports a tokenizer.json (or tokenizer_config.json) that is
 	// not well formed: bad JSON, a missing or ill-typed field, an id out of
 	// range, a merge naming a token absent from the vocabulary, ...
-	ErrFormat = errors.New("malformed tokenizer file")
+	ErrFormat = errclass.New(errclass.Invalid, "malformed tokenizer file")
 
 	// ErrUnsupported reports a well-formed file that uses a component type,
 	// or a setting of a component, that this package does not implement.
 	// The message names the component.
-	ErrUnsupported = errors.New("unsupported tokenizer component")
+	ErrUnsupported = errclass.New(errclass.Invalid, "unsupported tokenizer component")
 
 	// ErrTooLarge reports an input above MaxFileSize.
-	ErrTooLarge = errors.New("tokenizer file too large")
+	ErrTooLarge = errclass.New(errclass.Invalid, "tokenizer file too large")
 )
 
 // MaxFileSize bounds the size of a tokenizer.json that Load accepts.
