@@ -5,7 +5,7 @@ For each directory DIR given (written by `DGQ_DEQUANT_OUT=... go test ./runtime
 -run TestWriteDequantized`: a snapshot whose weights are a quantized pack's
 decoded weights, plus the fixture's reference as fixture_reference.*), load it
 with transformers 5.17 in float32 with eager attention and the default experts
-path (as shared/tools/hf_fixture.py does), replay the fixture scenarios on the
+path (as testdata/tools/hf_fixture.py does), replay the fixture scenarios on the
 fixture's ids, and write $OUT/<basename DIR>/reference.safetensors and
 reference.json in the fixture reference format, so runtime.Parity can compare
 the runtime on the quantized pack with transformers on the same weights.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure the float32 rounding noise of the parity references (docs/runtime.md).
 
-Replays the scenarios of shared/tools/hf_fixture.py's references() with
+Replays the scenarios of testdata/tools/hf_fixture.py's references() with
 transformers 5.17 twice per fixture: in float64 (eager attention, eager
 experts) and in float32 (eager attention, the default experts path, exactly
 as the stored references were made), and prints how far each is from the

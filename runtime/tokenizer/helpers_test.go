@@ -14,7 +14,7 @@ import (
 	"github.com/dgq-dev/dgq/dgq/testmodel"
 )
 
-// referenceFile is the output of shared/tools/tokenizer_reference.py: per
+// referenceFile is the output of testdata/tools/tokenizer_reference.py: per
 // text, the ids and token strings of encode(text, add_special_tokens=False),
 // the ids of encode(text, add_special_tokens=True), and
 // decode(ids, skip_special_tokens=False).

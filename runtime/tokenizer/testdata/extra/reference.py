@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The extra reference: like shared/tools/tokenizer_reference.py (same fields, same meaning), plus
+"""The extra reference: like testdata/tools/tokenizer_reference.py (same fields, same meaning), plus
    decoded_skip: decode(ids_with_special, skip_special_tokens=True) per case, and
    id_cases: decode(ids, skip_special_tokens=False/True) of seeded random id sequences (byte tokens,
    special tokens, ids out of range), to pin down the decoder on sequences no encoding produces.
