@@ -1,70 +1,52 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/runtime"
 )
 
-// Backend returns a runtime.Backend on dev: f32 buffers in device memory,
-// the shared-dialect kernels (Ops) and cuBLAS, all queued on dev's stream.
+// Backend returns a runtime.Backend on dev with the default Options (f32
+// precision): f32 buffers in device memory, the kernels of the shared
+// dialect (Ops) and cuBLAS, all queued on dev's stream.
 //
 // Weights: raw bf16/f16/f32, q8, q4, q5, q6 and nvfp4 tensors stay on the
 // device in their stored bits, re-laid at upload from the pack's interleaved
 // blocks into planes (Ops.UploadTensor, planar.go), and are decoded there by
-// the shared-dialect decoders (Ops.Dequant, bit-exact with
-// codecs.DecodeRows; Caps.Resident lists them). A format without a device decoder would be decoded on the host
-// with codecs.DecodeRows at upload and kept as f32.
-// MatMulNT decodes a weight into a scratch buffer (raw f32 is used in place)
-// and runs an f32 cuBLAS GEMM (MatMulNT); a fused dequantize-GEMM is later
-// work.
+// the dialect's decoders (bit-exact with codecs.DecodeRows; Caps.Resident
+// lists them); a format without a device decoder would be decoded on the
+// host with codecs.DecodeRows at upload and kept as f32.
 //
 // The backend does not own dev: Close releases its modules and scratch, not
 // the device.
 func Backend(dev *Device) runtime.Backend {
-	return NewBackend(dev, BackendOptions{})
+	return newBackend(dev, Options{})
 }
 
-// Precision selects the arithmetic of a backend's matrix products.
-type Precision int
-
-const (
-	// PrecisionF32 (the default) computes every product in f32 from
-	// exactly decoded weights: the conformance suite's tolerances hold, and
-	// a pack's logits match the CPU reference to ~1e-4 (docs/cuda.md).
-	PrecisionF32 Precision = iota
-	// PrecisionBF16 rounds activations to bfloat16 for the tensor cores
-	// (weights decoded exactly, f32 accumulation, attention scores in TF32):
-	// the fast mode for real-shape speed, with bf16-level error.
-	PrecisionBF16
-)
-
-// String is "f32" or "bf16".
-func (p Precision) String() string {
-	if p == PrecisionBF16 {
-		return "bf16"
+// NewBackend returns a runtime.Backend on dev with options o: the kernel of
+// every op is chosen here, once, from o and the device (Caps().Kernels
+// names them). Options outside their constants are an error.
+func NewBackend(dev *Device, o Options) (runtime.Backend, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
-	return "f32"
+	return newBackend(dev, o), nil
 }
 
-// BackendOptions tune NewBackend. The zero value is PrecisionF32.
-type BackendOptions struct {
-	Precision Precision
+func newBackend(dev *Device, o Options) *backend {
+	major, minor := dev.Capability()
+	return &backend{d: dev, ops: NewOps(dev), k: planKernels(o, major, minor), scratch: newArena(dev)}
 }
 
-// NewBackend returns a runtime.Backend on dev with options o (Backend(dev)
-// is NewBackend(dev, BackendOptions{})).
-func NewBackend(dev *Device, o BackendOptions) runtime.Backend {
-	return &backend{d: dev, ops: NewOps(dev), fast: o.Precision == PrecisionBF16}
-}
-
+// backend is the CUDA runtime.Backend: its kernels chosen once (k), its
+// scratch in one arena.
 type backend struct {
 	d       *Device
 	ops     *Ops
-	fast    bool      // PrecisionBF16
-	scratch *Buffer   // f32 staging of a decoded weight for MatMulNT
-	sc      opScratch // grow-only scratch of the ops of backend_ops.go
+	k       kernelPlan
+	scratch arena
 }
 
 type cudaBuf struct {
@@ -95,6 +77,15 @@ type cudaWeight struct {
 	f32  bool // b holds Rows·K f32 values (raw f32, or decoded on the host)
 }
 
+// resident is the format and dtype of the bits on the device: the stored
+// ones, or raw f32 for values decoded at upload.
+func (w *cudaWeight) resident() (codecs.Format, codecs.DType) {
+	if w.f32 {
+		return codecs.Raw, codecs.F32
+	}
+	return w.f, w.dt
+}
+
 func (w *cudaWeight) Rows() int             { return int(w.geom.Rows) }
 func (w *cudaWeight) Cols() int             { return int(w.geom.K) }
 func (w *cudaWeight) Format() codecs.Format { return w.f }
@@ -112,7 +103,8 @@ func (c *backend) Name() string { return "cuda" }
 
 func (c *backend) Caps() runtime.Caps {
 	return runtime.Caps{Device: c.d.Name(), Memory: c.d.TotalMemory(), Formats: codecs.Formats(),
-		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4}}
+		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4},
+		Kernels:  c.k.names()}
 }
 
 func (c *backend) Alloc(n int) (runtime.Buf, error) {
@@ -198,21 +190,7 @@ func (c *backend) UploadWeight(t runtime.TensorData) (runtime.Weight, error) {
 func (c *backend) Sync() error { return c.d.Sync() }
 
 func (c *backend) Close() error {
-	var first error
-	if c.scratch != nil {
-		first = c.scratch.Free()
-		c.scratch = nil
-	}
-	if err := c.sc.free(); err != nil && first == nil {
-		first = err
-	}
-	if err := c.closeMoE(); err != nil && first == nil {
-		first = err
-	}
-	if err := c.ops.Close(); err != nil && first == nil {
-		first = err
-	}
-	return first
+	return errors.Join(c.scratch.free(), c.ops.Close())
 }
 
 func (c *backend) RMSNorm(y, x, w runtime.Buf, rows, n int, eps float32) error {
@@ -302,14 +280,12 @@ func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
 	}
 	wp := cw.b.Ptr()
 	if !cw.f32 {
-		sb, err := c.grow(&c.scratch, 4*cw.geom.Elements())
-		if err != nil {
+		if wp, err = c.scratch.ptr(scrMatMulW, 4*cw.geom.Elements()); err != nil {
 			return err
 		}
-		if err := c.dequant(sb.Ptr(), cw); err != nil {
+		if err := c.dequant(wp, cw); err != nil {
 			return err
 		}
-		wp = sb.Ptr()
 	}
 	return c.d.MatMulNT(co.b.Ptr(), ab.b.Ptr(), wp, m, n, k)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/runtime"
 )
 
@@ -13,50 +12,7 @@ import (
 // stream (kernels, device copies, cuBLAS). The exceptions: Categorical
 // uploads its rows' uniforms (a few bytes, waiting for the stream), and a
 // scratch buffer that must grow is reallocated (freeing the old one waits
-// for the stream).
-
-// opScratch is the grow-only device scratch of these ops, freed by Close.
-type opScratch struct {
-	attn    *Buffer // Attention's scores, then probabilities: Heads·Rows·span f32
-	attnQ   *Buffer // the GEMM path's regrouped queries and outputs of a chunk
-	probs   *Buffer // SoftEmbed's probabilities of a chunk of rows: rows·V f32
-	band    *Buffer // SoftEmbed's decoded band of table rows: rows·H f32
-	uniform *Buffer // Categorical's uniforms: rows f32
-}
-
-func (s *opScratch) free() error {
-	var first error
-	for _, b := range []**Buffer{&s.attn, &s.attnQ, &s.probs, &s.band, &s.uniform} {
-		if *b == nil {
-			continue
-		}
-		if err := (*b).Free(); err != nil && first == nil {
-			first = err
-		}
-		*b = nil
-	}
-	return first
-}
-
-// grow returns *b, first replaced by a new buffer of n bytes (n ≥ 1) when it
-// holds fewer.
-func (c *backend) grow(b **Buffer, n int64) (*Buffer, error) {
-	if *b != nil && (*b).Size() >= n {
-		return *b, nil
-	}
-	if *b != nil {
-		if err := (*b).Free(); err != nil {
-			return nil, err
-		}
-		*b = nil
-	}
-	nb, err := c.d.Alloc(max(n, 4))
-	if err != nil {
-		return nil, err
-	}
-	*b = nb
-	return nb, nil
-}
+// for the stream). Scratch comes from the backend's arena (arena.go).
 
 // ptrs returns the device addresses of buffers of this backend.
 func (c *backend) ptrs(bufs ...runtime.Buf) ([]Ptr, error) {
@@ -148,10 +104,7 @@ func (c *backend) Embed(out runtime.Buf, table runtime.Weight, ids runtime.Buf, 
 	if err != nil {
 		return err
 	}
-	f, dt := tw.f, tw.dt
-	if tw.f32 {
-		f, dt = codecs.Raw, codecs.F32
-	}
+	f, dt := tw.resident()
 	return c.ops.Embed(p[0], p[1], tw.b.Ptr(), f, dt, tw.geom, rows, scale)
 }
 
@@ -190,13 +143,13 @@ func (c *backend) SoftEmbed(out, logits runtime.Buf, rows int, table runtime.Wei
 	}
 	chunk := max(1, min(rows, softProbs/V))
 	nb := max(1, min(V, softBand/H))
-	probs, err := c.grow(&c.sc.probs, 4*int64(chunk)*int64(V))
+	probs, err := c.scratch.get(scrSoftProbs, 4*int64(chunk)*int64(V))
 	if err != nil {
 		return err
 	}
 	var band *Buffer
 	if !tw.f32 {
-		if band, err = c.grow(&c.sc.band, 4*int64(nb)*int64(H)); err != nil {
+		if band, err = c.scratch.get(scrSoftBand, 4*int64(nb)*int64(H)); err != nil {
 			return err
 		}
 	}
@@ -248,14 +201,14 @@ func (c *backend) Attention(out, q, k, v runtime.Buf, a runtime.AttentionShape) 
 	if err != nil {
 		return err
 	}
-	if c.attnBLAS() {
-		return c.attentionBLAS(p[0], p[1], p[2], p[3], a)
+	if c.k.attnGEMM {
+		return c.attentionGEMM(p[0], p[1], p[2], p[3], a)
 	}
-	s, err := c.grow(&c.sc.attn, AttentionScratch(a))
+	s, err := c.scratch.ptr(scrAttn, AttentionScratch(a))
 	if err != nil {
 		return err
 	}
-	return c.ops.Attention(p[0], p[1], p[2], p[3], s.Ptr(), a)
+	return c.ops.Attention(p[0], p[1], p[2], p[3], s, a)
 }
 
 // oneBelow is the largest float32 below 1.
@@ -278,7 +231,7 @@ func (c *backend) Categorical(out, logits runtime.Buf, rows, v int, us []float64
 	for i, x := range us[:rows] {
 		u[i] = min(float32(x), oneBelow)
 	}
-	ub, err := c.grow(&c.sc.uniform, 4*int64(rows))
+	ub, err := c.scratch.get(scrUniform, 4*int64(rows))
 	if err != nil {
 		return err
 	}

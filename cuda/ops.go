@@ -28,7 +28,7 @@ func (o *Ops) module(file string) (*Module, error) {
 	if m, ok := o.mods[file]; ok {
 		return m, nil
 	}
-	m, err := o.d.CompileShared(file)
+	m, err := o.d.CompileKernel(file)
 	if err != nil {
 		return nil, err
 	}

@@ -86,16 +86,17 @@ func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx co
 }
 
 // Embed queues out[t] = row ids[t] of a stored tensor (format f, dtype dt,
-// geometry mtx, resident at enc in its planar layout) decoded as DequantRows decodes it, times
-// scale rounded to f32, for t < n (dequant.kern's embed_* gathers). ids holds
-// n row indices as f32 values on the device; an id that is not an integer in
-// [0, Rows) gives a row of NaN (nothing is read out of bounds). Raw f32 is
-// also the format of a weight decoded to f32 at upload.
+// geometry mtx, resident at enc in its planar layout) decoded as DequantRows
+// decodes it, times scale rounded to f32, for t < n (dequant.kern's
+// embed_f32 over the dialect's dgq_decode). ids holds n row indices as f32
+// values on the device; an id that is not an integer in [0, Rows) gives a
+// row of NaN (nothing is read out of bounds). Raw f32 is also the format of
+// a weight decoded to f32 at upload.
 func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs.Matrix, n int, scale float32) error {
 	if !CanDequant(f, dt) {
 		return fmt.Errorf("cuda: no device decoder for %s %s", f, dt)
 	}
-	pl, err := planarLayout(f, dt, mtx)
+	dec, err := decoderOf(f, dt, mtx, enc)
 	if err != nil {
 		return err
 	}
@@ -111,20 +112,8 @@ func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx cod
 		return err
 	}
 	const block = 256
-	grid, blk := [3]uint32{o.gridFor(total, block), 1, 1}, [3]uint32{block, 1, 1}
-	rows, k, nn := uint32(mtx.Rows), uint32(mtx.K), uint32(n)
-	p := pl.ptrs(enc, 0)
-	switch f {
-	case codecs.Raw:
-		kernel := map[codecs.DType]string{codecs.BF16: "embed_bf16_f32", codecs.F16: "embed_f16_f32", codecs.F32: "embed_f32"}[dt]
-		return m.Launch(kernel, grid, blk, 0, p[0], ids, out, rows, k, nn, scale)
-	case codecs.Q8:
-		return m.Launch("embed_q8_f32", grid, blk, 0, p[0], p[1], ids, out, rows, k, nn, scale)
-	case codecs.NVFP4:
-		return m.Launch("embed_nvfp4_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, nn, scale, uint32(pl.matRows))
-	default: // Q4, Q5, Q6
-		return m.Launch("embed_affine_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, uint32(f.Bits()), nn, scale)
-	}
+	return m.Launch("embed_f32", [3]uint32{o.gridFor(total, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+		dec.p[0], dec.p[1], dec.p[2], ids, out, dec.code, dec.bits, uint32(mtx.Rows), uint32(mtx.K), uint32(n), scale, dec.matRows)
 }
 
 // WidenF16 queues dst[i] = f32(src[i]) for n IEEE binary16 values, exact in

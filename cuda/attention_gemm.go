@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/dgq-dev/dgq/runtime"
 )
@@ -14,7 +13,8 @@ import (
 // softmax of attn_softmax.kern in place, then O_h = P_h·V_g the same way,
 // written straight into the [rows][heads·hd] output. In f32 precision the
 // GEMMs are f32 (CUBLAS_COMPUTE_32F); in bf16 precision cuBLAS may round
-// the inputs to TF32.
+// the inputs to TF32. bf16 precision takes this path by default
+// (AttentionAuto); AttentionGEMM selects it in f32 too.
 
 // attnScoreBytes bounds one chunk's score matrix ([heads][rows][keys] f32);
 // attnCausalChunk bounds a causal chunk's queries.
@@ -23,27 +23,14 @@ const (
 	attnCausalChunk = 256
 )
 
-// attnPath says whether Attention takes the GEMM path: in bf16 precision,
-// or when DGQ_CUDA_ATTN=blas (DGQ_CUDA_ATTN=kernel forces the tiled kernels
-// of attention.kern), for measurements.
-func (c *backend) attnBLAS() bool {
-	switch os.Getenv("DGQ_CUDA_ATTN") {
-	case "blas":
-		return true
-	case "kernel":
-		return false
-	}
-	return c.fast
-}
-
-// attentionBLAS queues Attention (already checked) on device pointers.
+// attentionGEMM queues Attention (already checked) on device pointers.
 //
 // The queries of a chunk are first regrouped by KV head ([n][nkv][group][hd]
 // → [nkv][n][group][hd], attn_permute_f32), so that each KV head's queries
 // form one matrix of n·group rows (row t·group + r is head g·group + r at
 // query t): one strided-batched GEMM over the KV heads computes every score,
 // one the weighted values, and the output is regrouped back.
-func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) error {
+func (c *backend) attentionGEMM(out, q, k, v Ptr, a runtime.AttentionShape) error {
 	nq, nkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	group := nq / nkv
 	qw, kw := nq*hd, nkv*hd
@@ -61,16 +48,15 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		// chunks skip most of the masked half of the score matrix.
 		chunk = min(chunk, attnCausalChunk)
 	}
-	scratch, err := c.grow(&c.sc.attn, int64(4*nq*chunk*span))
+	sp, err := c.scratch.ptr(scrAttn, int64(4*nq*chunk*span))
 	if err != nil {
 		return err
 	}
 	// Regrouped queries, then regrouped outputs: chunk·nq·hd f32 each.
-	qg, err := c.grow(&c.sc.attnQ, int64(4*2*chunk*qw))
+	qp, err := c.scratch.ptr(scrAttnQ, int64(4*2*chunk*qw))
 	if err != nil {
 		return err
 	}
-	sp, qp := scratch.Ptr(), qg.Ptr()
 	op := qp.Add(int64(4 * chunk * qw))
 	m, err := c.ops.module("attn_softmax.kern")
 	if err != nil {
@@ -107,7 +93,7 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		if err := c.d.GemmStridedBatched(true, false, tn, rows, hd, 1,
 			kc, kw, int64(hd),
 			qp, hd, int64(rows*hd),
-			0, sp, tn, int64(rows*tn), nkv, c.fast); err != nil {
+			0, sp, tn, int64(rows*tn), nkv, c.k.fast); err != nil {
 			return err
 		}
 		causal := uint32(0)
@@ -127,7 +113,7 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		if err := c.d.GemmStridedBatched(false, false, hd, rows, tn, 1,
 			vc, kw, int64(hd),
 			sp, tn, int64(rows*tn),
-			0, op, hd, int64(rows*hd), nkv, c.fast); err != nil {
+			0, op, hd, int64(rows*hd), nkv, c.k.fast); err != nil {
 			return err
 		}
 		if err := permute(out.Add(int64(4*t0*qw)), op, nkv, n); err != nil {
