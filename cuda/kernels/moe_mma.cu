@@ -288,6 +288,26 @@ __device__ __forceinline__ void q4_dq(u32 w, u32 s2, u32 b2, u32& r04, u32& r15,
 	r37 = hfma2(hsub2((w8 & 0x00F000F0u) | M1, M1), s2, b2);
 }
 
+// q4_fragments decodes group gi of a staged chunk sw ([group][row][16 B]
+// codes) into the warp's A fragments af[rb][step][reg] for weight rows r =
+// wr0 + 16·rb + g and r + 8: lane q's code word of each row, and sb(rb, h,
+// scale, bias) giving the fp16x2 scale and bias of row r + 8h (broadcast to
+// both halves) from wherever the generation staged them.
+template <class SB>
+__device__ __forceinline__ void q4_fragments(const u8* sw, u32 gi, u32 q, u32 wr0, u32 g, SB sb, u32 (&af)[2][2][4]) {
+#pragma unroll
+	for (int rb = 0; rb < 2; rb++) {
+		u32 r = wr0 + 16u * rb + g;
+		const u8* cw = sw + gi * 2048u + 4u * q;
+		u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
+		u32 sa2, ba2, sb2, bb2;
+		sb(rb, 0, sa2, ba2);
+		sb(rb, 1, sb2, bb2);
+		q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
+		q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
+	}
+}
+
 #define Q4_PARAMS                                                                                                  \
 	const u8 *__restrict__ codes, const u16 *__restrict__ scales, const u16 *__restrict__ biases,               \
 	    const u16 *__restrict__ A, const float *__restrict__ ainv, const u32 *__restrict__ pairs,               \
@@ -344,6 +364,96 @@ __device__ __forceinline__ void q4_store(const float (&acc)[2][TPW][4], u32 nt, 
 	}
 }
 
+// Pieces every generation of the q4 GEMM shares (the development harness
+// holds another, cuda/internal/dev).
+
+// Q4_BLOCK starts a q4 GEMM's body: it declares the pairs' rows of A and
+// their scalings in shared memory (trow, tinv; q4_pair_rows fills them),
+// finds the block's pairs (ex, p0, cnt: q4_block_pairs; a block past the
+// end returns), and declares a thread's ids and the GEMM's sizes: tid,
+// lane, warp, g = lane/4, q = lane%4; G groups of 32 over kd, nch chunks of
+// BKG groups, n0 the block's first output column, rowBytes of a weight
+// row's codes, halves per delta/min plane.
+#define Q4_BLOCK(MODE, BMT, BKG)                                                                                   \
+	MOE_SMEM(u32, trow, BMT);                                                                                  \
+	MOE_SMEM(float, tinv, BMT);                                                                                \
+	u32 ex, p0, cnt;                                                                                           \
+	if (!q4_block_pairs<MODE, BMT>(tiles, m, ex, p0, cnt)) return;                                             \
+	const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;                                            \
+	const u32 g = lane >> 2, q = lane & 3u;                                                                    \
+	const u32 G = kd >> 5;                                                                                     \
+	const u32 nch = (G + BKG - 1u) / BKG;                                                                      \
+	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);                                            \
+	const u64 rowBytes = (u64)kd >> 1;                                                                         \
+	const u64 halves = (u64)wrows * G
+
+// q4_block_pairs finds the block's pairs: entry blockIdx.y of the tile
+// table (expert ex, first pair p0, count cnt), or for MODE_DENSE the rows
+// BMT·blockIdx.y … of m; false for a block past the end.
+template <int MODE, int BMT>
+__device__ __forceinline__ bool q4_block_pairs(const u32* __restrict__ tiles, u32 m, u32& ex, u32& p0, u32& cnt) {
+	ex = 0u;
+	if (MODE == MODE_DENSE) {
+		p0 = blockIdx.y * (u32)BMT;
+		if (p0 >= m) return false;
+		cnt = umin32((u32)BMT, m - p0);
+		return true;
+	}
+	u32 tile = blockIdx.y;
+	if (tile >= tiles[0]) return false;
+	ex = tiles[1u + 3u * tile];
+	p0 = tiles[2u + 3u * tile];
+	cnt = tiles[3u + 3u * tile];
+	return true;
+}
+
+// q4_pair_rows fills trow and tinv: the row of A of each of the block's
+// pairs (token pairs[p]/topk for gate/up, else the pair) and its scaling
+// (0 past cnt).
+template <int MODE, int BMT, int NT>
+__device__ __forceinline__ void q4_pair_rows(u32* trow, float* tinv, u32 tid, u32 cnt, u32 p0, const u32* __restrict__ pairs,
+                                             u32 topk, const float* __restrict__ ainv) {
+	for (u32 t = tid; t < (u32)BMT; t += NT) {
+		u32 row = 0u;
+		float iv = 0.0f;
+		if (t < cnt) {
+			row = MODE == MODE_GATEUP ? pairs[p0 + t] / topk : p0 + t;
+			iv = ainv[row];
+		}
+		trow[t] = row;
+		tinv[t] = iv;
+	}
+}
+
+// q4_load_a stages chunk c's activations of the block's pairs (rows trow of
+// A) into sa, [group][pair][64 B]: 4·BKG 16-byte pieces a pair.
+template <int BKG, int BMT, int NT>
+__device__ __forceinline__ void q4_load_a(u8* sa, u32 c, u32 G, u32 tid, u32 cnt, const u32* trow, const u16* __restrict__ A,
+                                          u32 kd) {
+	const u32 g0 = c * BKG;
+	const u32 gv = umin32(BKG, G - g0);
+	constexpr int CPT = 4 * BKG; // 16-byte chunks per pair and chunk
+#pragma unroll
+	for (int i = 0; i < BMT * CPT / NT; i++) {
+		u32 ci = tid + (u32)(i * NT);
+		u32 t = ci / CPT, j = ci % CPT;
+		u32 gi = j >> 2;
+		if (t < cnt && gi < gv)
+			cp_async16(sa + gi * (u32)(BMT * 64) + t * 64u + (j & 3u) * 16u, A + (u64)trow[t] * kd + (u64)g0 * 32u + j * 8u);
+	}
+}
+
+// q4_zero clears a warp's accumulators.
+template <int TPW>
+__device__ __forceinline__ void q4_zero(float (&acc)[2][TPW][4]) {
+#pragma unroll
+	for (int rb = 0; rb < 2; rb++)
+#pragma unroll
+		for (int tt = 0; tt < TPW; tt++)
+#pragma unroll
+			for (int i = 0; i < 4; i++) acc[rb][tt][i] = 0.0f;
+}
+
 // Block geometry: 128·WT threads; warps 4 (rows) × WT (pairs); TPW n8 tiles
 // of pairs per warp; BKG groups of 32 per chunk; STAGES chunks in the ring,
 // each holding the chunk's codes, the rows' scale and bias words (3 a row
@@ -371,39 +481,8 @@ __device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
 	constexpr int NT = Geo::NT, BMT = Geo::BMT, SBW = Geo::SBW;
 	constexpr u32 WB = Geo::WB, SB = Geo::SB, STAGE = Geo::STAGE;
 	MOE_DYN_SMEM(smem);
-	MOE_SMEM(u32, trow, BMT);
-	MOE_SMEM(float, tinv, BMT);
-
-	u32 ex = 0u, p0, cnt;
-	if (MODE == MODE_DENSE) {
-		p0 = blockIdx.y * (u32)BMT;
-		if (p0 >= m) return;
-		cnt = umin32((u32)BMT, m - p0);
-	} else {
-		u32 tile = blockIdx.y;
-		if (tile >= tiles[0]) return;
-		ex = tiles[1u + 3u * tile];
-		p0 = tiles[2u + 3u * tile];
-		cnt = tiles[3u + 3u * tile];
-	}
-	const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-	const u32 g = lane >> 2, q = lane & 3u;
-	const u32 G = kd >> 5;
-	const u32 nch = (G + BKG - 1u) / BKG;
-	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);
-	const u64 rowBytes = (u64)kd >> 1;
-	const u64 halves = (u64)wrows * G; // 16-bit values per delta/min plane
-
-	for (u32 t = tid; t < (u32)BMT; t += NT) {
-		u32 row = 0u;
-		float iv = 0.0f;
-		if (t < cnt) {
-			row = MODE == MODE_GATEUP ? pairs[p0 + t] / topk : p0 + t;
-			iv = ainv[row];
-		}
-		trow[t] = row;
-		tinv[t] = iv;
-	}
+	Q4_BLOCK(MODE, BMT, BKG);
+	q4_pair_rows<MODE, BMT, NT>(trow, tinv, tid, cnt, p0, pairs, topk, ainv);
 
 	// Loader: thread tid stages weight row lr's codes (groups tid/128 + WT·j)
 	// and its scale/bias words (both planes when WT = 1, plane tid/128 else).
@@ -438,16 +517,7 @@ __device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
 				}
 			}
 		}
-		constexpr int CPT = 4 * BKG; // 16-byte chunks per pair and chunk
-#pragma unroll
-		for (int i = 0; i < BMT * CPT / NT; i++) {
-			u32 ci = tid + (u32)(i * NT);
-			u32 t = ci / CPT, j = ci % CPT;
-			u32 gi = j >> 2;
-			if (t < cnt && gi < gv)
-				cp_async16(sa + gi * (u32)(BMT * 64) + t * 64u + (j & 3u) * 16u,
-				           A + (u64)trow[t] * kd + (u64)g0 * 32u + j * 8u);
-		}
+		q4_load_a<BKG, BMT, NT>(sa, c, G, tid, cnt, trow, A, kd);
 	};
 
 	// Compute lanes: rows wr0 + 16·rb + g (+8), pairs tb + 8·tt + g.
@@ -464,12 +534,7 @@ __device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
 			shf[rb][h] = (u32)((wr * G) & 1u);
 		}
 	float acc[2][TPW][4];
-#pragma unroll
-	for (int rb = 0; rb < 2; rb++)
-#pragma unroll
-		for (int tt = 0; tt < TPW; tt++)
-#pragma unroll
-			for (int i = 0; i < 4; i++) acc[rb][tt][i] = 0.0f;
+	q4_zero<TPW>(acc);
 
 #pragma unroll
 	for (int s = 0; s < STAGES - 1; s++) {
@@ -493,20 +558,12 @@ __device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
 		for (int gi = 0; gi < BKG; gi++) {
 			if ((u32)gi >= gv) break;
 			u32 af[2][2][4]; // [rb][step][reg]
-#pragma unroll
-			for (int rb = 0; rb < 2; rb++) {
-				u32 r = wr0 + 16u * rb + g;
-				const u8* cw = sw + (u32)gi * 2048u + 4u * q;
-				u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
-				const u8* sr = ss + r * (u32)(SBW * 4) + 2u * (u32)gi;
-				const u8* sr8 = ss + (r + 8u) * (u32)(SBW * 4) + 2u * (u32)gi;
-				u32 sa2 = bf2h(lds16(sr + 2u * shf[rb][0])) * 0x10001u;
-				u32 ba2 = bf2h(lds16(sr + SB + 2u * shf[rb][0])) * 0x10001u;
-				u32 sb2 = bf2h(lds16(sr8 + 2u * shf[rb][1])) * 0x10001u;
-				u32 bb2 = bf2h(lds16(sr8 + SB + 2u * shf[rb][1])) * 0x10001u;
-				q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
-				q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
-			}
+			// The row's scale and bias: its staged words, from its first half.
+			q4_fragments(sw, (u32)gi, q, wr0, g, [&](int rb, int h, u32& s2, u32& b2) {
+				const u8* sr = ss + (wr0 + 16u * rb + g + 8u * h) * (u32)(SBW * 4) + 2u * (u32)gi + 2u * shf[rb][h];
+				s2 = bf2h(lds16(sr)) * 0x10001u;
+				b2 = bf2h(lds16(sr + SB)) * 0x10001u;
+			}, af);
 			const u8* ag = sa + (u32)gi * (u32)(BMT * 64) + 16u * q;
 #pragma unroll
 			for (int tt = 0; tt < TPW; tt++) {

@@ -9,6 +9,17 @@
 // barriers); partial holds at least nsimd = LOCAL_SIZE_X / SIMD_WIDTH floats
 // and is free again when they return.
 
+// DGQ_GROUP_IDS declares, in a kernel body (the thread-geometry names are
+// kernel parameters in Metal), the thread's place for these reductions:
+// tid of nt threads in the group, its lane and SIMD group, and the nsimd
+// SIMD groups.
+#define DGQ_GROUP_IDS                                                                                              \
+	u32 tid = LOCAL_ID_X;                                                                                      \
+	u32 nt = LOCAL_SIZE_X;                                                                                     \
+	u32 lane = LANE_ID;                                                                                        \
+	u32 simd = SIMD_ID;                                                                                        \
+	u32 nsimd = nt / SIMD_WIDTH
+
 // dgq_group_sum returns the f32 sum of s over the group to every thread: a
 // SIMD sum per SIMD group, then a SIMD sum of those partials.
 INLINE float dgq_group_sum(float s, THREADGROUP_MEM float* partial, u32 lane, u32 simd, u32 nsimd) {

@@ -4,7 +4,8 @@
 // It is appended to moe_mma.cu's translation unit (the CUDA prelude, the
 // dialect's common include, moe_mma.cu), so it uses that file's helpers,
 // fragment layout, q4_dq decoding, q4_store epilogue and Q4_INSTANCE macro,
-// and computes the same sums in the same order.
+// and computes the same sums in the same order. Its block reads the tile
+// table as q4_gemm does (q4_block_pairs: the count first).
 //
 // What differs from q4_gemm: the block stages its scales and biases for the
 // whole width once (two runs of 64 rows for gate/up: 45 KiB at kd = 2816),
@@ -55,19 +56,12 @@ __device__ __forceinline__ void q4_chunk(const u8* sw, const u8* sa, const u16* 
 	for (int gi = 0; gi < BKG; gi++) {
 		if (!FULL && (u32)gi >= gv) break;
 		u32 af[2][2][4]; // [rb][step][reg]
-#pragma unroll
-		for (int rb = 0; rb < 2; rb++) {
-			u32 r = wr0 + 16u * rb + g;
-			const u8* cw = sw + (u32)gi * 2048u + 4u * q;
-			u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
-			u32 ia = base[rb][0] + g0 + (u32)gi, ib = base[rb][1] + g0 + (u32)gi;
-			u32 sa2 = lds16((const u8*)(sbs + ia)) * 0x10001u;
-			u32 ba2 = lds16((const u8*)(sbb + ia)) * 0x10001u;
-			u32 sb2 = lds16((const u8*)(sbs + ib)) * 0x10001u;
-			u32 bb2 = lds16((const u8*)(sbb + ib)) * 0x10001u;
-			q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
-			q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
-		}
+		// The row's scale and bias: the block's staged halves, already fp16.
+		q4_fragments(sw, (u32)gi, q, wr0, g, [&](int rb, int h, u32& s2, u32& b2) {
+			u32 i = base[rb][h] + g0 + (u32)gi;
+			s2 = lds16((const u8*)(sbs + i)) * 0x10001u;
+			b2 = lds16((const u8*)(sbb + i)) * 0x10001u;
+		}, af);
 		const u8* ag = sa + (u32)gi * (u32)(BMT * 64) + 16u * q + (tb + g) * 64u;
 #pragma unroll
 		for (int tt = 0; tt < NTL; tt++) {
@@ -104,31 +98,7 @@ __device__ __forceinline__ void q4_gemm_v2(Q4_PARAMS) {
 	constexpr u32 WB = Geo::WB, STAGE = Geo::STAGE, RING = Geo::RING;
 	constexpr u32 NRUN = MODE == MODE_GATEUP ? 2u : 1u, SBR = MODE == MODE_GATEUP ? 64u : 128u;
 	MOE_DYN_SMEM(smem);
-	MOE_SMEM(u32, trow, BMT);
-	MOE_SMEM(float, tinv, BMT);
-
-	u32 ex = 0u, p0, cnt;
-	if (MODE == MODE_DENSE) {
-		p0 = blockIdx.y * (u32)BMT;
-		if (p0 >= m) return;
-		cnt = umin32((u32)BMT, m - p0);
-	} else {
-		// The entry is read with the count (the table's storage has room for
-		// every block of the grid).
-		u32 tile = blockIdx.y;
-		u32 T = tiles[0];
-		ex = tiles[1u + 3u * tile];
-		p0 = tiles[2u + 3u * tile];
-		cnt = tiles[3u + 3u * tile];
-		if (tile >= T) return;
-	}
-	const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-	const u32 g = lane >> 2, q = lane & 3u;
-	const u32 G = kd >> 5;
-	const u32 nch = (G + BKG - 1u) / BKG;
-	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);
-	const u64 rowBytes = (u64)kd >> 1;
-	const u64 halves = (u64)wrows * G; // 16-bit values per delta/min plane
+	Q4_BLOCK(MODE, BMT, BKG);
 	const u32 LEN = q4_sb_len(SBR, G);
 	if (dyn_smem_size() < RING + 2u * NRUN * LEN * 2u) trap_now();
 	u16* sbs = (u16*)(smem + RING);
@@ -169,19 +139,7 @@ __device__ __forceinline__ void q4_gemm_v2(Q4_PARAMS) {
 		}
 	};
 	auto load_a = [&](u32 c, u32 st) {
-		u8* sa = smem + st * STAGE + WB;
-		const u32 g0 = c * BKG;
-		const u32 gv = umin32(BKG, G - g0);
-		constexpr int CPT = 4 * BKG; // 16-byte chunks per pair and chunk
-#pragma unroll
-		for (int i = 0; i < BMT * CPT / NT; i++) {
-			u32 ci = tid + (u32)(i * NT);
-			u32 t = ci / CPT, j = ci % CPT;
-			u32 gi = j >> 2;
-			if (t < cnt && gi < gv)
-				cp_async16(sa + gi * (u32)(BMT * 64) + t * 64u + (j & 3u) * 16u,
-				           A + (u64)trow[t] * kd + (u64)g0 * 32u + j * 8u);
-		}
+		q4_load_a<BKG, BMT, NT>(smem + st * STAGE + WB, c, G, tid, cnt, trow, A, kd);
 	};
 
 	// Prologue, one commit group: the scales and biases of every run and
@@ -203,16 +161,7 @@ __device__ __forceinline__ void q4_gemm_v2(Q4_PARAMS) {
 #pragma unroll
 	for (int s = 0; s < STAGES - 1; s++)
 		if ((u32)s < nch) load_w((u32)s, (u32)s);
-	for (u32 t = tid; t < (u32)BMT; t += NT) {
-		u32 row = 0u;
-		float iv = 0.0f;
-		if (t < cnt) {
-			row = MODE == MODE_GATEUP ? pairs[p0 + t] / topk : p0 + t;
-			iv = ainv[row];
-		}
-		trow[t] = row;
-		tinv[t] = iv;
-	}
+	q4_pair_rows<MODE, BMT, NT>(trow, tinv, tid, cnt, p0, pairs, topk, ainv);
 	block_sync(); // trow
 #pragma unroll
 	for (int s = 0; s < STAGES - 1; s++)
@@ -223,12 +172,7 @@ __device__ __forceinline__ void q4_gemm_v2(Q4_PARAMS) {
 	const u32 tb = (warp >> 2) * (u32)(8 * TPW);
 	const u32 nt = tb < cnt ? umin32((u32)TPW, (cnt - tb + 7u) >> 3) : 0u;
 	float acc[2][TPW][4];
-#pragma unroll
-	for (int rb = 0; rb < 2; rb++)
-#pragma unroll
-		for (int tt = 0; tt < TPW; tt++)
-#pragma unroll
-			for (int i = 0; i < 4; i++) acc[rb][tt][i] = 0.0f;
+	q4_zero<TPW>(acc);
 
 	for (u32 c = 0; c < nch; c++) {
 		cp_async_wait<STAGES - 2>();
