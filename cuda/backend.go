@@ -194,26 +194,19 @@ func (c *backend) Close() error {
 }
 
 func (c *backend) RMSNorm(y, x, w runtime.Buf, rows, n int, eps float32) error {
-	if err := runtime.CheckRMSNorm(y, x, w, rows, n); err != nil {
-		return err
-	}
-	yb, err := c.buf(y)
-	if err != nil {
-		return err
-	}
-	xb, err := c.buf(x)
-	if err != nil {
-		return err
-	}
-	var wp Ptr
+	bufs := []runtime.Buf{y, x}
 	if w != nil {
-		wb, err := c.buf(w)
-		if err != nil {
-			return err
-		}
-		wp = wb.b.Ptr()
+		bufs = append(bufs, w)
 	}
-	return c.ops.RMSNorm(yb.b.Ptr(), xb.b.Ptr(), wp, rows, n, eps)
+	p, err := c.operands(runtime.CheckRMSNorm(y, x, w, rows, n), bufs...)
+	if err != nil {
+		return err
+	}
+	var wp Ptr // 0: unscaled
+	if w != nil {
+		wp = p[2]
+	}
+	return c.ops.RMSNorm(p[0], p[1], wp, rows, n, eps)
 }
 
 // dequant queues the decoding of w into out (Rows·K f32 values).
@@ -236,46 +229,29 @@ func (c *backend) copyF32(dst, src Ptr, n int64) error {
 }
 
 func (c *backend) Dequant(out runtime.Buf, w runtime.Weight) error {
-	if err := runtime.CheckDequant(out, w); err != nil {
-		return err
-	}
-	ob, err := c.buf(out)
+	cw, p, err := c.weightOperands(runtime.CheckDequant(out, w), w, out)
 	if err != nil {
 		return err
 	}
-	cw, err := c.weight(w)
-	if err != nil {
-		return err
-	}
-	return c.dequant(ob.b.Ptr(), cw)
+	return c.dequant(p[0], cw)
 }
 
 func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
-	if err := runtime.CheckMatMulNT(cb, a, w, m); err != nil {
-		return err
-	}
-	co, err := c.buf(cb)
+	cw, p, err := c.weightOperands(runtime.CheckMatMulNT(cb, a, w, m), w, cb, a)
 	if err != nil {
 		return err
 	}
-	ab, err := c.buf(a)
-	if err != nil {
-		return err
-	}
-	cw, err := c.weight(w)
-	if err != nil {
-		return err
-	}
+	co, ap := p[0], p[1]
 	n, k := cw.Rows(), cw.Cols()
 	if m == 0 || n == 0 {
 		return nil
 	}
 	if k == 0 {
 		return c.d.do(func() error {
-			return check("cuMemsetD8Async", ccall(drv.cuMemsetD8Async, uintptr(co.b.Ptr()), 0, uintptr(4*m*n), c.d.stream))
+			return check("cuMemsetD8Async", ccall(drv.cuMemsetD8Async, uintptr(co), 0, uintptr(4*m*n), c.d.stream))
 		})
 	}
-	if handled, err := c.matMulFast(co.b.Ptr(), ab.b.Ptr(), cw, m); handled {
+	if handled, err := c.matMulFast(co, ap, cw, m); handled {
 		return err // bf16 precision: tensor cores (fast_matmul.go)
 	}
 	wp := cw.b.Ptr()
@@ -287,50 +263,29 @@ func (c *backend) MatMulNT(cb, a runtime.Buf, w runtime.Weight, m int) error {
 			return err
 		}
 	}
-	return c.d.MatMulNT(co.b.Ptr(), ab.b.Ptr(), wp, m, n, k)
+	return c.d.MatMulNT(co, ap, wp, m, n, k)
 }
 
 func (c *backend) RoPE(x runtime.Buf, rows, heads, headDim, pos0 int, invFreq runtime.Buf) error {
-	if err := runtime.CheckRoPE(x, rows, heads, headDim, pos0, invFreq); err != nil {
-		return err
-	}
-	xb, err := c.buf(x)
+	p, err := c.operands(runtime.CheckRoPE(x, rows, heads, headDim, pos0, invFreq), x, invFreq)
 	if err != nil {
 		return err
 	}
-	fb, err := c.buf(invFreq)
-	if err != nil {
-		return err
-	}
-	return c.ops.RoPE(xb.b.Ptr(), fb.b.Ptr(), rows, heads, headDim, pos0)
+	return c.ops.RoPE(p[0], p[1], rows, heads, headDim, pos0)
 }
 
 func (c *backend) Softcap(x runtime.Buf, n int, cp float32) error {
-	if err := runtime.CheckSoftcap(x, n, cp); err != nil {
-		return err
-	}
-	xb, err := c.buf(x)
+	p, err := c.operands(runtime.CheckSoftcap(x, n, cp), x)
 	if err != nil {
 		return err
 	}
-	return c.ops.Softcap(xb.b.Ptr(), int64(n), cp)
+	return c.ops.Softcap(p[0], int64(n), cp)
 }
 
 func (c *backend) RowStats(logits runtime.Buf, rows, v int, temperature float32, entropy, argmax runtime.Buf) error {
-	if err := runtime.CheckRowStats(logits, rows, v, temperature, entropy, argmax); err != nil {
-		return err
-	}
-	lb, err := c.buf(logits)
+	p, err := c.operands(runtime.CheckRowStats(logits, rows, v, temperature, entropy, argmax), logits, entropy, argmax)
 	if err != nil {
 		return err
 	}
-	eb, err := c.buf(entropy)
-	if err != nil {
-		return err
-	}
-	ab, err := c.buf(argmax)
-	if err != nil {
-		return err
-	}
-	return c.ops.RowStats(lb.b.Ptr(), eb.b.Ptr(), ab.b.Ptr(), rows, v, temperature)
+	return c.ops.RowStats(p[0], p[1], p[2], rows, v, temperature)
 }

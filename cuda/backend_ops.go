@@ -27,29 +27,36 @@ func (c *backend) ptrs(bufs ...runtime.Buf) ([]Ptr, error) {
 	return p, nil
 }
 
+// operands returns the device addresses of an op's buffers once its shape
+// check passed: check, the result of its runtime.Check function, is
+// returned as it is when not nil.
+func (c *backend) operands(check error, bufs ...runtime.Buf) ([]Ptr, error) {
+	if check != nil {
+		return nil, check
+	}
+	return c.ptrs(bufs...)
+}
+
+// weightOperands is operands for an op that also reads a weight.
+func (c *backend) weightOperands(check error, w runtime.Weight, bufs ...runtime.Buf) (*cudaWeight, []Ptr, error) {
+	p, err := c.operands(check, bufs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	cw, err := c.weight(w)
+	return cw, p, err
+}
+
 func (c *backend) Copy(dst runtime.Buf, dstOff int, src runtime.Buf, srcOff int, n int) error {
-	if err := runtime.CheckCopy(dst, dstOff, src, srcOff, n); err != nil {
+	p, err := c.operands(runtime.CheckCopy(dst, dstOff, src, srcOff, n), dst, src)
+	if err != nil || n == 0 {
 		return err
 	}
-	db, err := c.buf(dst)
-	if err != nil {
-		return err
-	}
-	sb, err := c.buf(src)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return nil
-	}
-	return db.b.CopyFrom(4*int64(dstOff), sb.b, 4*int64(srcOff), 4*int64(n))
+	return c.copyF32(p[0].Add(4*int64(dstOff)), p[1].Add(4*int64(srcOff)), int64(n))
 }
 
 func (c *backend) AddScale(x, y runtime.Buf, n int, s float32) error {
-	if err := runtime.CheckElementwise("AddScale", n, x, y); err != nil {
-		return err
-	}
-	p, err := c.ptrs(x, y)
+	p, err := c.operands(runtime.CheckElementwise("AddScale", n, x, y), x, y)
 	if err != nil {
 		return err
 	}
@@ -57,10 +64,7 @@ func (c *backend) AddScale(x, y runtime.Buf, n int, s float32) error {
 }
 
 func (c *backend) GeluMul(g, u runtime.Buf, n int) error {
-	if err := runtime.CheckElementwise("GeluMul", n, g, u); err != nil {
-		return err
-	}
-	p, err := c.ptrs(g, u)
+	p, err := c.operands(runtime.CheckElementwise("GeluMul", n, g, u), g, u)
 	if err != nil {
 		return err
 	}
@@ -68,10 +72,7 @@ func (c *backend) GeluMul(g, u runtime.Buf, n int) error {
 }
 
 func (c *backend) Temper(x runtime.Buf, n int, T float32) error {
-	if err := runtime.CheckTemper(x, n, T); err != nil {
-		return err
-	}
-	p, err := c.ptrs(x)
+	p, err := c.operands(runtime.CheckTemper(x, n, T), x)
 	if err != nil {
 		return err
 	}
@@ -79,10 +80,7 @@ func (c *backend) Temper(x runtime.Buf, n int, T float32) error {
 }
 
 func (c *backend) RoundBF16(x runtime.Buf, n int) error {
-	if err := runtime.CheckElementwise("RoundBF16", n, x); err != nil {
-		return err
-	}
-	p, err := c.ptrs(x)
+	p, err := c.operands(runtime.CheckElementwise("RoundBF16", n, x), x)
 	if err != nil {
 		return err
 	}
@@ -93,14 +91,7 @@ func (c *backend) RoundBF16(x runtime.Buf, n int) error {
 // that is not an integer in [0, Rows); here such an id, which the device
 // cannot report without a synchronization, gives a row of NaN.
 func (c *backend) Embed(out runtime.Buf, table runtime.Weight, ids runtime.Buf, rows int, scale float32) error {
-	if err := runtime.CheckEmbed(out, table, ids, rows); err != nil {
-		return err
-	}
-	p, err := c.ptrs(out, ids)
-	if err != nil {
-		return err
-	}
-	tw, err := c.weight(table)
+	tw, p, err := c.weightOperands(runtime.CheckEmbed(out, table, ids, rows), table, out, ids)
 	if err != nil {
 		return err
 	}
@@ -123,14 +114,7 @@ const (
 // first band with β = 0 and the others accumulated with β = 1, then
 // multiplies by scale.
 func (c *backend) SoftEmbed(out, logits runtime.Buf, rows int, table runtime.Weight, scale float32) error {
-	if err := runtime.CheckSoftEmbed(out, logits, rows, table); err != nil {
-		return err
-	}
-	p, err := c.ptrs(out, logits)
-	if err != nil {
-		return err
-	}
-	tw, err := c.weight(table)
+	tw, p, err := c.weightOperands(runtime.CheckSoftEmbed(out, logits, rows, table), table, out, logits)
 	if err != nil {
 		return err
 	}
@@ -194,10 +178,7 @@ func (c *backend) SoftEmbed(out, logits runtime.Buf, rows int, table runtime.Wei
 }
 
 func (c *backend) Attention(out, q, k, v runtime.Buf, a runtime.AttentionShape) error {
-	if err := runtime.CheckAttention(out, q, k, v, a); err != nil {
-		return err
-	}
-	p, err := c.ptrs(out, q, k, v)
+	p, err := c.operands(runtime.CheckAttention(out, q, k, v, a), out, q, k, v)
 	if err != nil {
 		return err
 	}
@@ -220,10 +201,7 @@ var oneBelow = math.Float32frombits(0x3f7fffff)
 // a draw differs from the CPU's only where u·Σw lies within ~1e-6 (relative)
 // of a cumulative weight.
 func (c *backend) Categorical(out, logits runtime.Buf, rows, v int, us []float64) error {
-	if err := runtime.CheckCategorical(out, logits, rows, v, us); err != nil {
-		return err
-	}
-	p, err := c.ptrs(out, logits)
+	p, err := c.operands(runtime.CheckCategorical(out, logits, rows, v, us), out, logits)
 	if err != nil {
 		return err
 	}

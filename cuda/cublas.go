@@ -1,47 +1,34 @@
 package cuda
 
 import (
-	"fmt"
-	"sync"
 	"unsafe"
 )
 
-// blasAPI is libcublas's entry points.
+// blasAPI is libcublas's entry points, bound in the order of blasSymbols.
 type blasAPI struct {
 	create, destroy, setStream, sgemm, gemmEx, gemmStridedBatchedEx, statusName uintptr
 }
 
+// blasSymbols are the C names of blasAPI's fields, in order.
+const blasSymbols = `cublasCreate_v2 cublasDestroy_v2 cublasSetStream_v2 cublasSgemm_v2 cublasGemmEx
+	cublasGemmStridedBatchedEx cublasGetStatusName`
+
 var (
-	blasOnce sync.Once
-	blas     blasAPI
-	blasErr  error
+	blasLib library
+	blas    blasAPI
 )
 
 // loadBLAS loads libcublas once (at the first GEMM).
 func loadBLAS() error {
-	blasOnce.Do(func() {
-		h, name, err := openLib([]string{"libcublas.so", "libcublas.so.13", "libcublas.so.12"})
-		if err != nil {
-			blasErr = err
-			return
-		}
-		b := &blas
-		blasErr = bind(h, name, map[string]*uintptr{
-			"cublasCreate_v2": &b.create, "cublasDestroy_v2": &b.destroy,
-			"cublasSetStream_v2": &b.setStream, "cublasSgemm_v2": &b.sgemm,
-			"cublasGemmEx": &b.gemmEx, "cublasGetStatusName": &b.statusName,
-			"cublasGemmStridedBatchedEx": &b.gemmStridedBatchedEx,
-		})
-	})
-	return blasErr
+	return load(&blasLib, []string{"libcublas.so", "libcublas.so.13", "libcublas.so.12"}, blasSymbols, &blas, nil)
 }
 
+// blasCheck turns a cublasStatus_t into an error naming call.
 func blasCheck(call string, r uintptr) error {
-	code := int(int32(r))
-	if code == 0 {
+	e := statusError(call, r, "cublasStatus")
+	if e == nil {
 		return nil
 	}
-	e := &Error{Call: call, Code: code, Name: fmt.Sprintf("cublasStatus %d", code)}
 	if blas.statusName != 0 {
 		e.Name = cstr(ccall(blas.statusName, r))
 	}

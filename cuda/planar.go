@@ -444,12 +444,7 @@ func (d *Device) allocHost(n int64) (uintptr, error) {
 
 // freeHost releases memory of allocHost after the queued work.
 func (d *Device) freeHost(p uintptr) error {
-	return d.do(func() error {
-		if err := check("cuStreamSynchronize", ccall(drv.cuStreamSynchronize, d.stream)); err != nil {
-			return err
-		}
-		return check("cuMemFreeHost", ccall(drv.cuMemFreeHost, p))
-	})
+	return d.afterStream("cuMemFreeHost", drv.cuMemFreeHost, p)
 }
 
 // copyHtoDAsync queues a copy of n bytes of pinned host memory at src to dst.
