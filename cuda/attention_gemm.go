@@ -65,9 +65,12 @@ func (c *backend) attentionGEMM(out, q, k, v Ptr, a runtime.AttentionShape) erro
 	permute := func(dst, src Ptr, outer, inner int) error {
 		// dst[b][a][j] = src[a][b][j]: a < outer, b < inner, j < group·hd.
 		n := int64(outer) * int64(inner) * int64(group*hd)
-		const block = 256
-		return m.Launch("attn_permute_f32", [3]uint32{c.ops.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			dst, src, uint32(outer), uint32(inner), uint32(group*hd))
+		return c.ops.stride("attn_softmax.kern", "attn_permute_f32", n, dst, src, uint32(outer), uint32(inner), uint32(group*hd))
+	}
+	// batched is one strided-batched product per KV head (column-major, α 1,
+	// β 0, A not transposed unless transA).
+	batched := func(transA bool, m, n, k int, x Ptr, ldx int, sx int64, y Ptr, ldy int, sy int64, z Ptr, ldz int, sz int64) error {
+		return c.d.GemmStridedBatched(transA, false, m, n, k, 1, x, ldx, sx, y, ldy, sy, 0, z, ldz, sz, nkv, c.k.fast)
 	}
 	for t0 := 0; t0 < a.Rows; t0 += chunk {
 		n := min(chunk, a.Rows-t0)
@@ -90,10 +93,7 @@ func (c *backend) attentionGEMM(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		}
 		// Row-major S_g[rows][tn] is column-major (tn×rows) = K_g (tn×hd: op T
 		// of the column-major hd×tn view, ld kw) · Q_gᵀ (hd×rows, ld hd).
-		if err := c.d.GemmStridedBatched(true, false, tn, rows, hd, 1,
-			kc, kw, int64(hd),
-			qp, hd, int64(rows*hd),
-			0, sp, tn, int64(rows*tn), nkv, c.k.fast); err != nil {
+		if err := batched(true, tn, rows, hd, kc, kw, int64(hd), qp, hd, int64(rows*hd), sp, tn, int64(rows*tn)); err != nil {
 			return err
 		}
 		causal := uint32(0)
@@ -110,10 +110,7 @@ func (c *backend) attentionGEMM(out, q, k, v Ptr, a runtime.AttentionShape) erro
 		}
 		// Row-major O_g[rows][hd] is column-major (hd×rows, ld hd) = V_gᵀ
 		// (hd×tn, ld kw) · P_gᵀ (tn×rows, ld tn).
-		if err := c.d.GemmStridedBatched(false, false, hd, rows, tn, 1,
-			vc, kw, int64(hd),
-			sp, tn, int64(rows*tn),
-			0, op, hd, int64(rows*hd), nkv, c.k.fast); err != nil {
+		if err := batched(false, hd, rows, tn, vc, kw, int64(hd), sp, tn, int64(rows*tn), op, hd, int64(rows*hd)); err != nil {
 			return err
 		}
 		if err := permute(out.Add(int64(4*t0*qw)), op, nkv, n); err != nil {

@@ -49,31 +49,41 @@ type backend struct {
 	scratch arena
 }
 
-type cudaBuf struct {
+// devMem is a backend's device memory behind a buffer or a weight.
+type devMem struct {
 	be *backend
-	b  *Buffer
-	n  int
+	b  *Buffer // nil once freed
+}
+
+func (m *devMem) mem() *devMem { return m }
+
+// Free releases the memory after the work queued on it; it may be called
+// more than once.
+func (m *devMem) Free() error {
+	if m.b == nil {
+		return nil
+	}
+	err := m.b.Free()
+	m.b = nil
+	return err
+}
+
+// cudaBuf is a runtime.Buf of n f32 values.
+type cudaBuf struct {
+	devMem
+	n int
 }
 
 func (b *cudaBuf) Len() int { return b.n }
-func (b *cudaBuf) Free() error {
-	if b.b == nil {
-		return nil
-	}
-	err := b.b.Free()
-	b.b = nil
-	return err
-}
 
 // cudaWeight is a weight on the device in its stored bits, planar
 // (resident, planar.go), or, for a format without a device decoder, its
 // host-decoded f32 values.
 type cudaWeight struct {
-	be   *backend
+	devMem
 	f    codecs.Format
 	dt   codecs.DType
 	geom codecs.Matrix
-	b    *Buffer
 	f32  bool // b holds Rows·K f32 values (raw f32, or decoded on the host)
 }
 
@@ -90,14 +100,6 @@ func (w *cudaWeight) Rows() int             { return int(w.geom.Rows) }
 func (w *cudaWeight) Cols() int             { return int(w.geom.K) }
 func (w *cudaWeight) Format() codecs.Format { return w.f }
 func (w *cudaWeight) DType() codecs.DType   { return w.dt }
-func (w *cudaWeight) Free() error {
-	if w.b == nil {
-		return nil
-	}
-	err := w.b.Free()
-	w.b = nil
-	return err
-}
 
 func (c *backend) Name() string { return "cuda" }
 
@@ -115,51 +117,58 @@ func (c *backend) Alloc(n int) (runtime.Buf, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cudaBuf{be: c, b: b, n: n}, nil
+	return &cudaBuf{devMem: devMem{be: c, b: b}, n: n}, nil
 }
 
-func (c *backend) buf(b runtime.Buf) (*cudaBuf, error) {
-	cb, ok := b.(*cudaBuf)
-	if !ok || cb == nil || cb.be != c {
-		return nil, fmt.Errorf("cuda: buffer %T is not of this backend", b)
+// own returns v as a buffer or weight (T) of this backend that is not
+// freed; what names its kind in the error.
+func own[T interface {
+	*cudaBuf | *cudaWeight
+	mem() *devMem
+}](c *backend, v any, what string) (T, error) {
+	t, ok := v.(T)
+	if !ok || t == nil || t.mem().be != c {
+		return nil, fmt.Errorf("cuda: %s %T is not of this backend", what, v)
 	}
-	if cb.b == nil {
-		return nil, fmt.Errorf("cuda: buffer freed")
+	if t.mem().b == nil {
+		return nil, fmt.Errorf("cuda: %s freed", what)
 	}
-	return cb, nil
+	return t, nil
 }
+
+func (c *backend) buf(b runtime.Buf) (*cudaBuf, error) { return own[*cudaBuf](c, b, "buffer") }
 
 func (c *backend) weight(w runtime.Weight) (*cudaWeight, error) {
-	cw, ok := w.(*cudaWeight)
-	if !ok || cw == nil || cw.be != c {
-		return nil, fmt.Errorf("cuda: weight %T is not of this backend", w)
+	return own[*cudaWeight](c, w, "weight")
+}
+
+// hostCopy returns the device memory of b for a copy of n values to or from
+// the host (op names the copy).
+func (c *backend) hostCopy(b runtime.Buf, n int, op string) (*Buffer, error) {
+	cb, err := c.buf(b)
+	if err != nil {
+		return nil, err
 	}
-	if cw.b == nil {
-		return nil, fmt.Errorf("cuda: weight freed")
+	if n > cb.n {
+		return nil, fmt.Errorf("cuda: %s of %d values, buffer of %d", op, n, cb.n)
 	}
-	return cw, nil
+	return cb.b, nil
 }
 
 func (c *backend) Upload(dst runtime.Buf, src []float32) error {
-	d, err := c.buf(dst)
+	d, err := c.hostCopy(dst, len(src), "Upload")
 	if err != nil {
 		return err
 	}
-	if len(src) > d.n {
-		return fmt.Errorf("cuda: Upload of %d values into %d", len(src), d.n)
-	}
-	return d.b.Upload(Bytes(src))
+	return d.Upload(Bytes(src))
 }
 
 func (c *backend) Download(src runtime.Buf, dst []float32) error {
-	s, err := c.buf(src)
+	s, err := c.hostCopy(src, len(dst), "Download")
 	if err != nil {
 		return err
 	}
-	if len(dst) > s.n {
-		return fmt.Errorf("cuda: Download of %d values from %d", len(dst), s.n)
-	}
-	return s.b.Download(Bytes(dst))
+	return s.Download(Bytes(dst))
 }
 
 func (c *backend) UploadWeight(t runtime.TensorData) (runtime.Weight, error) {
@@ -167,7 +176,7 @@ func (c *backend) UploadWeight(t runtime.TensorData) (runtime.Weight, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &cudaWeight{be: c, f: t.Format, dt: t.DType, geom: g}
+	w := &cudaWeight{devMem: devMem{be: c}, f: t.Format, dt: t.DType, geom: g}
 	f, dt, host := t.Format, t.DType, t.Bytes
 	switch {
 	case f == codecs.Raw && dt == codecs.F32:

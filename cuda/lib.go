@@ -208,6 +208,19 @@ func statusError(call string, r uintptr, kind string) *Error {
 	return &Error{Call: call, Code: code, Name: fmt.Sprintf("%s %d", kind, code)}
 }
 
+// libStatus is statusError as an error, named by the library's function
+// nameOf (status → C string; 0 where the library has none).
+func libStatus(call string, r uintptr, kind string, nameOf uintptr) error {
+	e := statusError(call, r, kind)
+	if e == nil {
+		return nil
+	}
+	if nameOf != 0 {
+		e.Name = cstr(ccall(nameOf, r))
+	}
+	return e
+}
+
 // check turns a CUresult into an error naming call.
 func check(call string, r uintptr) error {
 	e := statusError(call, r, "CUresult")

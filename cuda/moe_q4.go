@@ -105,13 +105,7 @@ func (c *backend) q4Launch(cfg q4Config, prefix string, wt *cudaWeight, a, ainv,
 // (the permuted run order of moe_mma.cu), each scaled by a power of two
 // whose inverse goes to inv[row]. One warp per row.
 func (c *backend) moePack(src Ptr, rows int64, kd int, dst, inv Ptr) error {
-	mm, err := c.mmaModule()
-	if err != nil {
-		return err
-	}
-	const block = 256
-	return mm.Launch("moe_pack_f16", [3]uint32{c.ops.gridFor(rows*32, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-		src, uint32(rows), uint32(kd), dst, inv)
+	return c.ops.stride("moe_mma.cu", "moe_pack_f16", rows*32, src, uint32(rows), uint32(kd), dst, inv)
 }
 
 // narrowBF16 queues narrow_bf16 of n f32 values at src into the named
@@ -121,10 +115,5 @@ func (c *backend) narrowBF16(scratch string, src Ptr, n int64) (Ptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	mm, err := c.mmaModule()
-	if err != nil {
-		return 0, err
-	}
-	const block = 256
-	return dst, mm.Launch("narrow_bf16", [3]uint32{c.ops.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, src, dst, uint64(n))
+	return dst, c.ops.stride("moe_mma.cu", "narrow_bf16", n, src, dst, uint64(n))
 }

@@ -39,14 +39,7 @@ func loadNVRTC() error {
 
 // nvrtcCheck turns an nvrtcResult into an error naming call.
 func nvrtcCheck(call string, r uintptr) error {
-	e := statusError(call, r, "nvrtcResult")
-	if e == nil {
-		return nil
-	}
-	if nvrtc.errString != 0 {
-		e.Name = cstr(ccall(nvrtc.errString, r))
-	}
-	return e
+	return libStatus(call, r, "nvrtcResult", nvrtc.errString)
 }
 
 // NVRTCVersion loads NVRTC and returns its version, e.g. (13, 0).

@@ -66,22 +66,14 @@ func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx co
 	case codecs.Q4:
 		return o.dequantQ4(out, p[0], p[1], p[2], sub)
 	}
-	m, err := o.module("dequant.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
 	rows, k := uint32(sub.Rows), uint32(sub.K)
 	switch f {
 	case codecs.Q8:
-		return m.Launch("dequant_q8_f32", [3]uint32{o.gridFor(count, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			p[0], p[1], out, rows, k)
+		return o.stride("dequant.kern", "dequant_q8_f32", count, p[0], p[1], out, rows, k)
 	case codecs.NVFP4: // one thread per code byte (two values); p[2] is the matrix scales' start
-		return m.Launch("dequant_nvfp4_f32", [3]uint32{o.gridFor(count/2, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			p[0], p[1], p[2], out, rows, k, uint32(r0), uint32(pl.matRows))
+		return o.stride("dequant.kern", "dequant_nvfp4_f32", count/2, p[0], p[1], p[2], out, rows, k, uint32(r0), uint32(pl.matRows))
 	default: // Q5, Q6
-		return m.Launch("dequant_affine_f32", [3]uint32{o.gridFor(count, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			p[0], p[1], p[2], out, rows, k, uint32(f.Bits()))
+		return o.stride("dequant.kern", "dequant_affine_f32", count, p[0], p[1], p[2], out, rows, k, uint32(f.Bits()))
 	}
 }
 
@@ -107,22 +99,12 @@ func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx cod
 	if total == 0 {
 		return nil
 	}
-	m, err := o.module("dequant.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
-	return m.Launch("embed_f32", [3]uint32{o.gridFor(total, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
+	return o.stride("dequant.kern", "embed_f32", total,
 		dec.p[0], dec.p[1], dec.p[2], ids, out, dec.code, dec.bits, uint32(mtx.Rows), uint32(mtx.K), uint32(n), scale, dec.matRows)
 }
 
 // WidenF16 queues dst[i] = f32(src[i]) for n IEEE binary16 values, exact in
 // every bit (NaN payloads included).
 func (o *Ops) WidenF16(dst, src Ptr, n int64) error {
-	m, err := o.module("dequant.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
-	return m.Launch("widen_f16_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, src, dst, uint64(n))
+	return o.stride("dequant.kern", "widen_f16_f32", n, src, dst, uint64(n))
 }

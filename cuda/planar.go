@@ -239,23 +239,16 @@ func (o *Ops) Relayout(dst, src Ptr, f codecs.Format, dt codecs.DType, m codecs.
 	if f == codecs.Raw || n*m.K == 0 {
 		return nil
 	}
-	mod, err := o.module("relayout.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
 	q := p.ptrs(dst, r0)
 	rows, k := uint32(n), uint32(m.K)
 	switch f {
 	case codecs.Q8:
-		return mod.Launch("relayout_q8", [3]uint32{o.gridFor(n*m.K, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			src, q[0], q[1], rows, k)
+		return o.stride("relayout.kern", "relayout_q8", n*m.K, src, q[0], q[1], rows, k)
 	case codecs.NVFP4:
-		return mod.Launch("relayout_nvfp4", [3]uint32{o.gridFor(n*p.l.RowBytes, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			src, q[0], q[1], q[2], rows, k, uint32(r0), uint32(p.matRows), uint64(base))
+		return o.stride("relayout.kern", "relayout_nvfp4", n*p.l.RowBytes, src, q[0], q[1], q[2], rows, k, uint32(r0),
+			uint32(p.matRows), uint64(base))
 	default: // Q4, Q5, Q6
-		return mod.Launch("relayout_affine", [3]uint32{o.gridFor(n*p.row[0], block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			src, q[0], q[1], q[2], rows, k, uint32(f.Bits()))
+		return o.stride("relayout.kern", "relayout_affine", n*p.row[0], src, q[0], q[1], q[2], rows, k, uint32(f.Bits()))
 	}
 }
 
