@@ -48,6 +48,13 @@ func device(t testing.TB) (*Device, *Ops) {
 	return testDev, testOps
 }
 
+// freeAll frees buffers (errors ignored: the test's checks are done).
+func freeAll(bufs ...interface{ Free() error }) {
+	for _, b := range bufs {
+		b.Free()
+	}
+}
+
 // mustBackend is NewBackend, or the test's end.
 func mustBackend(t testing.TB, d *Device, o Options) runtime.Backend {
 	t.Helper()
@@ -504,9 +511,7 @@ func TestSgemm(t *testing.T) {
 			}
 		}
 		t.Logf("SGEMM %d×%d×%d: worst error %.3g of Σ|a·b|", sh.m, sh.n, sh.k, worst)
-		ab.Free()
-		bb.Free()
-		cb.Free()
+		freeAll(ab, bb, cb)
 	}
 }
 

@@ -337,6 +337,17 @@ func closeAtEnd(t testing.TB, bs ...runtime.Backend) {
 	})
 }
 
+// moeRig returns the backends the MoE tests compare: exact and fast CUDA
+// backends, a fast one per fixed q4 tile, and the CPU reference, all closed
+// at the end of the test.
+func moeRig(t *testing.T) (exact, fast runtime.Backend, tiles []tileBackend, ref runtime.Backend) {
+	d, _ := device(t)
+	exact, fast = moeBackends(t, d)
+	ref = runtime.CPUBackend()
+	closeAtEnd(t, ref)
+	return exact, fast, tileBackends(t, d), ref
+}
+
 // tileBackend is a fast backend whose q4 GEMM has a fixed configuration.
 type tileBackend struct {
 	tag string // "fast-tile32", …
@@ -366,11 +377,7 @@ func moeFits(f codecs.Format, k int) bool {
 // expert format (down falls back to raw bf16 where F does not fit the
 // format's group), in exact and fast mode.
 func TestMoESmall(t *testing.T) {
-	d, _ := device(t)
-	exact, fast := moeBackends(t, d)
-	tiles := tileBackends(t, d)
-	ref := runtime.CPUBackend()
-	defer ref.Close()
+	exact, fast, tiles, ref := moeRig(t)
 	cases := []struct{ E, K, H, F, rows int }{
 		{4, 2, 32, 16, 5},
 		{16, 4, 96, 40, 33},
@@ -439,11 +446,7 @@ func moeQ4Only() bool { return testing.Short() }
 // 256 tokens, q4 and raw bf16 experts), exact and fast, and checks that
 // repeated calls give the same bits.
 func TestMoEReal(t *testing.T) {
-	d, _ := device(t)
-	exact, fast := moeBackends(t, d)
-	tiles := tileBackends(t, d)
-	ref := runtime.CPUBackend()
-	defer ref.Close()
+	exact, fast, tiles, ref := moeRig(t)
 	for _, f := range []codecs.Format{codecs.Q4, codecs.Raw} {
 		if f == codecs.Raw && moeQ4Only() {
 			continue
