@@ -7,7 +7,7 @@ import (
 	"github.com/dgq-dev/dgq/codecs"
 )
 
-// Ops launches the shared kernels of this foundation on one device; it
+// Ops launches the package's kernels (KernelFiles) on one device; it
 // compiles each kernel file at first use (through the disk cache).
 type Ops struct {
 	d    *Device
