@@ -1,118 +1,112 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/dgq-dev/dgq/codecs"
 	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
-// Backend returns a api.Backend on dev: f32 buffers in device memory,
-// the shared-dialect kernels (Ops) and cuBLAS, all queued on dev's stream.
+// Backend returns a api.Backend on dev with the default Options (f32
+// precision): f32 buffers in device memory, the kernels of the shared
+// dialect (Ops) and cuBLAS, all queued on dev's stream.
 //
 // Weights: raw bf16/f16/f32, q8, q4, q5, q6 and nvfp4 tensors stay on the
 // device in their stored bits, re-laid at upload from the pack's interleaved
 // blocks into planes (Ops.UploadTensor, planar.go), and are decoded there by
-// the shared-dialect decoders (Ops.Dequant, bit-exact with
-// codecs.DecodeRows; Caps.Resident lists them). A format without a device decoder would be decoded on the host
-// with codecs.DecodeRows at upload and kept as f32.
-// MatMulNT decodes a weight into a scratch buffer (raw f32 is used in place)
-// and runs an f32 cuBLAS GEMM (MatMulNT); a fused dequantize-GEMM is later
-// work.
+// the dialect's decoders (bit-exact with codecs.DecodeRows; Caps.Resident
+// lists them); a format without a device decoder would be decoded on the
+// host with codecs.DecodeRows at upload and kept as f32.
 //
 // The backend does not own dev: Close releases its modules and scratch, not
 // the device.
 func Backend(dev *Device) api.Backend {
-	return NewBackend(dev, BackendOptions{})
+	return newBackend(dev, Options{})
 }
 
-// Precision selects the arithmetic of a backend's matrix products.
-type Precision int
-
-const (
-	// PrecisionF32 (the default) computes every product in f32 from
-	// exactly decoded weights: the conformance suite's tolerances hold, and
-	// a pack's logits match the CPU reference to ~1e-4 (docs/cuda.md).
-	PrecisionF32 Precision = iota
-	// PrecisionBF16 rounds activations to bfloat16 for the tensor cores
-	// (weights decoded exactly, f32 accumulation, attention scores in TF32):
-	// the fast mode for real-shape speed, with bf16-level error.
-	PrecisionBF16
-)
-
-// String is "f32" or "bf16".
-func (p Precision) String() string {
-	if p == PrecisionBF16 {
-		return "bf16"
+// NewBackend returns a api.Backend on dev with options o: the kernel of
+// every op is chosen here, once, from o and the device (Caps().Kernels
+// names them). Options outside their constants are an error.
+func NewBackend(dev *Device, o Options) (api.Backend, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
-	return "f32"
+	return newBackend(dev, o), nil
 }
 
-// BackendOptions tune NewBackend. The zero value is PrecisionF32.
-type BackendOptions struct {
-	Precision Precision
+func newBackend(dev *Device, o Options) *backend {
+	major, minor := dev.Capability()
+	return &backend{d: dev, ops: NewOps(dev), k: planKernels(o, major, minor), scratch: newArena(dev)}
 }
 
-// NewBackend returns a api.Backend on dev with options o (Backend(dev)
-// is NewBackend(dev, BackendOptions{})).
-func NewBackend(dev *Device, o BackendOptions) api.Backend {
-	return &backend{d: dev, ops: NewOps(dev), fast: o.Precision == PrecisionBF16}
-}
-
+// backend is the CUDA api.Backend: its kernels chosen once (k), its
+// scratch in one arena.
 type backend struct {
 	d       *Device
 	ops     *Ops
-	fast    bool      // PrecisionBF16
-	scratch *Buffer   // f32 staging of a decoded weight for MatMulNT
-	sc      opScratch // grow-only scratch of the ops of backend_ops.go
+	k       kernelPlan
+	scratch arena
 }
 
-type cudaBuf struct {
+// devMem is a backend's device memory behind a buffer or a weight.
+type devMem struct {
 	be *backend
-	b  *Buffer
-	n  int
+	b  *Buffer // nil once freed
+}
+
+func (m *devMem) mem() *devMem { return m }
+
+// Free releases the memory after the work queued on it; it may be called
+// more than once.
+func (m *devMem) Free() error {
+	if m.b == nil {
+		return nil
+	}
+	err := m.b.Free()
+	m.b = nil
+	return err
+}
+
+// cudaBuf is a api.Buf of n f32 values.
+type cudaBuf struct {
+	devMem
+	n int
 }
 
 func (b *cudaBuf) Len() int { return b.n }
-func (b *cudaBuf) Free() error {
-	if b.b == nil {
-		return nil
-	}
-	err := b.b.Free()
-	b.b = nil
-	return err
-}
 
 // cudaWeight is a weight on the device in its stored bits, planar
 // (resident, planar.go), or, for a format without a device decoder, its
 // host-decoded f32 values.
 type cudaWeight struct {
-	be   *backend
+	devMem
 	f    codecs.Format
 	dt   codecs.DType
 	geom codecs.Matrix
-	b    *Buffer
 	f32  bool // b holds Rows·K f32 values (raw f32, or decoded on the host)
+}
+
+// resident is the format and dtype of the bits on the device: the stored
+// ones, or raw f32 for values decoded at upload.
+func (w *cudaWeight) resident() (codecs.Format, codecs.DType) {
+	if w.f32 {
+		return codecs.Raw, codecs.F32
+	}
+	return w.f, w.dt
 }
 
 func (w *cudaWeight) Rows() int             { return int(w.geom.Rows) }
 func (w *cudaWeight) Cols() int             { return int(w.geom.K) }
 func (w *cudaWeight) Format() codecs.Format { return w.f }
 func (w *cudaWeight) DType() codecs.DType   { return w.dt }
-func (w *cudaWeight) Free() error {
-	if w.b == nil {
-		return nil
-	}
-	err := w.b.Free()
-	w.b = nil
-	return err
-}
 
 func (c *backend) Name() string { return "cuda" }
 
 func (c *backend) Caps() api.Caps {
 	return api.Caps{Device: c.d.Name(), Memory: c.d.TotalMemory(), Formats: codecs.Formats(),
-		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4}}
+		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4},
+		Kernels:  c.k.names()}
 }
 
 func (c *backend) Alloc(n int) (api.Buf, error) {
@@ -123,51 +117,58 @@ func (c *backend) Alloc(n int) (api.Buf, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cudaBuf{be: c, b: b, n: n}, nil
+	return &cudaBuf{devMem: devMem{be: c, b: b}, n: n}, nil
 }
 
-func (c *backend) buf(b api.Buf) (*cudaBuf, error) {
-	cb, ok := b.(*cudaBuf)
-	if !ok || cb == nil || cb.be != c {
-		return nil, fmt.Errorf("cuda: buffer %T is not of this backend", b)
+// own returns v as a buffer or weight (T) of this backend that is not
+// freed; what names its kind in the error.
+func own[T interface {
+	*cudaBuf | *cudaWeight
+	mem() *devMem
+}](c *backend, v any, what string) (T, error) {
+	t, ok := v.(T)
+	if !ok || t == nil || t.mem().be != c {
+		return nil, fmt.Errorf("cuda: %s %T is not of this backend", what, v)
 	}
-	if cb.b == nil {
-		return nil, fmt.Errorf("cuda: buffer freed")
+	if t.mem().b == nil {
+		return nil, fmt.Errorf("cuda: %s freed", what)
 	}
-	return cb, nil
+	return t, nil
 }
+
+func (c *backend) buf(b api.Buf) (*cudaBuf, error) { return own[*cudaBuf](c, b, "buffer") }
 
 func (c *backend) weight(w api.Weight) (*cudaWeight, error) {
-	cw, ok := w.(*cudaWeight)
-	if !ok || cw == nil || cw.be != c {
-		return nil, fmt.Errorf("cuda: weight %T is not of this backend", w)
+	return own[*cudaWeight](c, w, "weight")
+}
+
+// hostCopy returns the device memory of b for a copy of n values to or from
+// the host (op names the copy).
+func (c *backend) hostCopy(b api.Buf, n int, op string) (*Buffer, error) {
+	cb, err := c.buf(b)
+	if err != nil {
+		return nil, err
 	}
-	if cw.b == nil {
-		return nil, fmt.Errorf("cuda: weight freed")
+	if n > cb.n {
+		return nil, fmt.Errorf("cuda: %s of %d values, buffer of %d", op, n, cb.n)
 	}
-	return cw, nil
+	return cb.b, nil
 }
 
 func (c *backend) Upload(dst api.Buf, src []float32) error {
-	d, err := c.buf(dst)
+	d, err := c.hostCopy(dst, len(src), "Upload")
 	if err != nil {
 		return err
 	}
-	if len(src) > d.n {
-		return fmt.Errorf("cuda: Upload of %d values into %d", len(src), d.n)
-	}
-	return d.b.Upload(Bytes(src))
+	return d.Upload(Bytes(src))
 }
 
 func (c *backend) Download(src api.Buf, dst []float32) error {
-	s, err := c.buf(src)
+	s, err := c.hostCopy(src, len(dst), "Download")
 	if err != nil {
 		return err
 	}
-	if len(dst) > s.n {
-		return fmt.Errorf("cuda: Download of %d values from %d", len(dst), s.n)
-	}
-	return s.b.Download(Bytes(dst))
+	return s.Download(Bytes(dst))
 }
 
 func (c *backend) UploadWeight(t api.TensorData) (api.Weight, error) {
@@ -175,7 +176,7 @@ func (c *backend) UploadWeight(t api.TensorData) (api.Weight, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &cudaWeight{be: c, f: t.Format, dt: t.DType, geom: g}
+	w := &cudaWeight{devMem: devMem{be: c}, f: t.Format, dt: t.DType, geom: g}
 	f, dt, host := t.Format, t.DType, t.Bytes
 	switch {
 	case f == codecs.Raw && dt == codecs.F32:
@@ -198,44 +199,23 @@ func (c *backend) UploadWeight(t api.TensorData) (api.Weight, error) {
 func (c *backend) Sync() error { return c.d.Sync() }
 
 func (c *backend) Close() error {
-	var first error
-	if c.scratch != nil {
-		first = c.scratch.Free()
-		c.scratch = nil
-	}
-	if err := c.sc.free(); err != nil && first == nil {
-		first = err
-	}
-	if err := c.closeMoE(); err != nil && first == nil {
-		first = err
-	}
-	if err := c.ops.Close(); err != nil && first == nil {
-		first = err
-	}
-	return first
+	return errors.Join(c.scratch.free(), c.ops.Close())
 }
 
 func (c *backend) RMSNorm(y, x, w api.Buf, rows, n int, eps float32) error {
-	if err := api.CheckRMSNorm(y, x, w, rows, n); err != nil {
-		return err
-	}
-	yb, err := c.buf(y)
-	if err != nil {
-		return err
-	}
-	xb, err := c.buf(x)
-	if err != nil {
-		return err
-	}
-	var wp Ptr
+	bufs := []api.Buf{y, x}
 	if w != nil {
-		wb, err := c.buf(w)
-		if err != nil {
-			return err
-		}
-		wp = wb.b.Ptr()
+		bufs = append(bufs, w)
 	}
-	return c.ops.RMSNorm(yb.b.Ptr(), xb.b.Ptr(), wp, rows, n, eps)
+	p, err := c.operands(api.CheckRMSNorm(y, x, w, rows, n), bufs...)
+	if err != nil {
+		return err
+	}
+	var wp Ptr // 0: unscaled
+	if w != nil {
+		wp = p[2]
+	}
+	return c.ops.RMSNorm(p[0], p[1], wp, rows, n, eps)
 }
 
 // dequant queues the decoding of w into out (Rows·K f32 values).
@@ -258,103 +238,63 @@ func (c *backend) copyF32(dst, src Ptr, n int64) error {
 }
 
 func (c *backend) Dequant(out api.Buf, w api.Weight) error {
-	if err := api.CheckDequant(out, w); err != nil {
-		return err
-	}
-	ob, err := c.buf(out)
+	cw, p, err := c.weightOperands(api.CheckDequant(out, w), w, out)
 	if err != nil {
 		return err
 	}
-	cw, err := c.weight(w)
-	if err != nil {
-		return err
-	}
-	return c.dequant(ob.b.Ptr(), cw)
+	return c.dequant(p[0], cw)
 }
 
 func (c *backend) MatMulNT(cb, a api.Buf, w api.Weight, m int) error {
-	if err := api.CheckMatMulNT(cb, a, w, m); err != nil {
-		return err
-	}
-	co, err := c.buf(cb)
+	cw, p, err := c.weightOperands(api.CheckMatMulNT(cb, a, w, m), w, cb, a)
 	if err != nil {
 		return err
 	}
-	ab, err := c.buf(a)
-	if err != nil {
-		return err
-	}
-	cw, err := c.weight(w)
-	if err != nil {
-		return err
-	}
+	co, ap := p[0], p[1]
 	n, k := cw.Rows(), cw.Cols()
 	if m == 0 || n == 0 {
 		return nil
 	}
 	if k == 0 {
 		return c.d.do(func() error {
-			return check("cuMemsetD8Async", ccall(drv.cuMemsetD8Async, uintptr(co.b.Ptr()), 0, uintptr(4*m*n), c.d.stream))
+			return check("cuMemsetD8Async", ccall(drv.cuMemsetD8Async, uintptr(co), 0, uintptr(4*m*n), c.d.stream))
 		})
 	}
-	if handled, err := c.matMulFast(co.b.Ptr(), ab.b.Ptr(), cw, m); handled {
+	if handled, err := c.matMulFast(co, ap, cw, m); handled {
 		return err // bf16 precision: tensor cores (fast_matmul.go)
 	}
 	wp := cw.b.Ptr()
 	if !cw.f32 {
-		sb, err := c.grow(&c.scratch, 4*cw.geom.Elements())
-		if err != nil {
+		if wp, err = c.scratch.ptr(scrMatMulW, 4*cw.geom.Elements()); err != nil {
 			return err
 		}
-		if err := c.dequant(sb.Ptr(), cw); err != nil {
+		if err := c.dequant(wp, cw); err != nil {
 			return err
 		}
-		wp = sb.Ptr()
 	}
-	return c.d.MatMulNT(co.b.Ptr(), ab.b.Ptr(), wp, m, n, k)
+	return c.d.MatMulNT(co, ap, wp, m, n, k)
 }
 
 func (c *backend) RoPE(x api.Buf, rows, heads, headDim, pos0 int, invFreq api.Buf) error {
-	if err := api.CheckRoPE(x, rows, heads, headDim, pos0, invFreq); err != nil {
-		return err
-	}
-	xb, err := c.buf(x)
+	p, err := c.operands(api.CheckRoPE(x, rows, heads, headDim, pos0, invFreq), x, invFreq)
 	if err != nil {
 		return err
 	}
-	fb, err := c.buf(invFreq)
-	if err != nil {
-		return err
-	}
-	return c.ops.RoPE(xb.b.Ptr(), fb.b.Ptr(), rows, heads, headDim, pos0)
+	return c.ops.RoPE(p[0], p[1], rows, heads, headDim, pos0)
 }
 
 func (c *backend) Softcap(x api.Buf, n int, cp float32) error {
-	if err := api.CheckSoftcap(x, n, cp); err != nil {
-		return err
-	}
-	xb, err := c.buf(x)
+	p, err := c.operands(api.CheckSoftcap(x, n, cp), x)
 	if err != nil {
 		return err
 	}
-	return c.ops.Softcap(xb.b.Ptr(), int64(n), cp)
+	return c.ops.Softcap(p[0], int64(n), cp)
 }
 
 func (c *backend) RowStats(logits api.Buf, rows, v int, temperature float32, entropy, argmax api.Buf) error {
-	if err := api.CheckRowStats(logits, rows, v, temperature, entropy, argmax); err != nil {
-		return err
-	}
-	lb, err := c.buf(logits)
+	p, err := c.operands(api.CheckRowStats(logits, rows, v, temperature, entropy, argmax), logits, entropy, argmax)
 	if err != nil {
 		return err
 	}
-	eb, err := c.buf(entropy)
-	if err != nil {
-		return err
-	}
-	ab, err := c.buf(argmax)
-	if err != nil {
-		return err
-	}
-	return c.ops.RowStats(lb.b.Ptr(), eb.b.Ptr(), ab.b.Ptr(), rows, v, temperature)
+	return c.ops.RowStats(p[0], p[1], p[2], rows, v, temperature)
 }

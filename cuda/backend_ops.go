@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dgq-dev/dgq/codecs"
 	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
@@ -13,50 +12,7 @@ import (
 // stream (kernels, device copies, cuBLAS). The exceptions: Categorical
 // uploads its rows' uniforms (a few bytes, waiting for the stream), and a
 // scratch buffer that must grow is reallocated (freeing the old one waits
-// for the stream).
-
-// opScratch is the grow-only device scratch of these ops, freed by Close.
-type opScratch struct {
-	attn    *Buffer // Attention's scores, then probabilities: Heads·Rows·span f32
-	attnQ   *Buffer // the GEMM path's regrouped queries and outputs of a chunk
-	probs   *Buffer // SoftEmbed's probabilities of a chunk of rows: rows·V f32
-	band    *Buffer // SoftEmbed's decoded band of table rows: rows·H f32
-	uniform *Buffer // Categorical's uniforms: rows f32
-}
-
-func (s *opScratch) free() error {
-	var first error
-	for _, b := range []**Buffer{&s.attn, &s.attnQ, &s.probs, &s.band, &s.uniform} {
-		if *b == nil {
-			continue
-		}
-		if err := (*b).Free(); err != nil && first == nil {
-			first = err
-		}
-		*b = nil
-	}
-	return first
-}
-
-// grow returns *b, first replaced by a new buffer of n bytes (n ≥ 1) when it
-// holds fewer.
-func (c *backend) grow(b **Buffer, n int64) (*Buffer, error) {
-	if *b != nil && (*b).Size() >= n {
-		return *b, nil
-	}
-	if *b != nil {
-		if err := (*b).Free(); err != nil {
-			return nil, err
-		}
-		*b = nil
-	}
-	nb, err := c.d.Alloc(max(n, 4))
-	if err != nil {
-		return nil, err
-	}
-	*b = nb
-	return nb, nil
-}
+// for the stream). Scratch comes from the backend's arena (arena.go).
 
 // ptrs returns the device addresses of buffers of this backend.
 func (c *backend) ptrs(bufs ...api.Buf) ([]Ptr, error) {
@@ -71,29 +27,36 @@ func (c *backend) ptrs(bufs ...api.Buf) ([]Ptr, error) {
 	return p, nil
 }
 
+// operands returns the device addresses of an op's buffers once its shape
+// check passed: check, the result of its backend.Check function, is
+// returned as it is when not nil.
+func (c *backend) operands(check error, bufs ...api.Buf) ([]Ptr, error) {
+	if check != nil {
+		return nil, check
+	}
+	return c.ptrs(bufs...)
+}
+
+// weightOperands is operands for an op that also reads a weight.
+func (c *backend) weightOperands(check error, w api.Weight, bufs ...api.Buf) (*cudaWeight, []Ptr, error) {
+	p, err := c.operands(check, bufs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	cw, err := c.weight(w)
+	return cw, p, err
+}
+
 func (c *backend) Copy(dst api.Buf, dstOff int, src api.Buf, srcOff int, n int) error {
-	if err := api.CheckCopy(dst, dstOff, src, srcOff, n); err != nil {
+	p, err := c.operands(api.CheckCopy(dst, dstOff, src, srcOff, n), dst, src)
+	if err != nil || n == 0 {
 		return err
 	}
-	db, err := c.buf(dst)
-	if err != nil {
-		return err
-	}
-	sb, err := c.buf(src)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return nil
-	}
-	return db.b.CopyFrom(4*int64(dstOff), sb.b, 4*int64(srcOff), 4*int64(n))
+	return c.copyF32(p[0].Add(4*int64(dstOff)), p[1].Add(4*int64(srcOff)), int64(n))
 }
 
 func (c *backend) AddScale(x, y api.Buf, n int, s float32) error {
-	if err := api.CheckElementwise("AddScale", n, x, y); err != nil {
-		return err
-	}
-	p, err := c.ptrs(x, y)
+	p, err := c.operands(api.CheckElementwise("AddScale", n, x, y), x, y)
 	if err != nil {
 		return err
 	}
@@ -101,10 +64,7 @@ func (c *backend) AddScale(x, y api.Buf, n int, s float32) error {
 }
 
 func (c *backend) GeluMul(g, u api.Buf, n int) error {
-	if err := api.CheckElementwise("GeluMul", n, g, u); err != nil {
-		return err
-	}
-	p, err := c.ptrs(g, u)
+	p, err := c.operands(api.CheckElementwise("GeluMul", n, g, u), g, u)
 	if err != nil {
 		return err
 	}
@@ -112,10 +72,7 @@ func (c *backend) GeluMul(g, u api.Buf, n int) error {
 }
 
 func (c *backend) Temper(x api.Buf, n int, T float32) error {
-	if err := api.CheckTemper(x, n, T); err != nil {
-		return err
-	}
-	p, err := c.ptrs(x)
+	p, err := c.operands(api.CheckTemper(x, n, T), x)
 	if err != nil {
 		return err
 	}
@@ -123,10 +80,7 @@ func (c *backend) Temper(x api.Buf, n int, T float32) error {
 }
 
 func (c *backend) RoundBF16(x api.Buf, n int) error {
-	if err := api.CheckElementwise("RoundBF16", n, x); err != nil {
-		return err
-	}
-	p, err := c.ptrs(x)
+	p, err := c.operands(api.CheckElementwise("RoundBF16", n, x), x)
 	if err != nil {
 		return err
 	}
@@ -137,21 +91,11 @@ func (c *backend) RoundBF16(x api.Buf, n int) error {
 // that is not an integer in [0, Rows); here such an id, which the device
 // cannot report without a synchronization, gives a row of NaN.
 func (c *backend) Embed(out api.Buf, table api.Weight, ids api.Buf, rows int, scale float32) error {
-	if err := api.CheckEmbed(out, table, ids, rows); err != nil {
-		return err
-	}
-	p, err := c.ptrs(out, ids)
+	tw, p, err := c.weightOperands(api.CheckEmbed(out, table, ids, rows), table, out, ids)
 	if err != nil {
 		return err
 	}
-	tw, err := c.weight(table)
-	if err != nil {
-		return err
-	}
-	f, dt := tw.f, tw.dt
-	if tw.f32 {
-		f, dt = codecs.Raw, codecs.F32
-	}
+	f, dt := tw.resident()
 	return c.ops.Embed(p[0], p[1], tw.b.Ptr(), f, dt, tw.geom, rows, scale)
 }
 
@@ -170,14 +114,7 @@ const (
 // first band with β = 0 and the others accumulated with β = 1, then
 // multiplies by scale.
 func (c *backend) SoftEmbed(out, logits api.Buf, rows int, table api.Weight, scale float32) error {
-	if err := api.CheckSoftEmbed(out, logits, rows, table); err != nil {
-		return err
-	}
-	p, err := c.ptrs(out, logits)
-	if err != nil {
-		return err
-	}
-	tw, err := c.weight(table)
+	tw, p, err := c.weightOperands(api.CheckSoftEmbed(out, logits, rows, table), table, out, logits)
 	if err != nil {
 		return err
 	}
@@ -190,13 +127,13 @@ func (c *backend) SoftEmbed(out, logits api.Buf, rows int, table api.Weight, sca
 	}
 	chunk := max(1, min(rows, softProbs/V))
 	nb := max(1, min(V, softBand/H))
-	probs, err := c.grow(&c.sc.probs, 4*int64(chunk)*int64(V))
+	probs, err := c.scratch.get(scrSoftProbs, 4*int64(chunk)*int64(V))
 	if err != nil {
 		return err
 	}
 	var band *Buffer
 	if !tw.f32 {
-		if band, err = c.grow(&c.sc.band, 4*int64(nb)*int64(H)); err != nil {
+		if band, err = c.scratch.get(scrSoftBand, 4*int64(nb)*int64(H)); err != nil {
 			return err
 		}
 	}
@@ -241,21 +178,18 @@ func (c *backend) SoftEmbed(out, logits api.Buf, rows int, table api.Weight, sca
 }
 
 func (c *backend) Attention(out, q, k, v api.Buf, a api.AttentionShape) error {
-	if err := api.CheckAttention(out, q, k, v, a); err != nil {
-		return err
-	}
-	p, err := c.ptrs(out, q, k, v)
+	p, err := c.operands(api.CheckAttention(out, q, k, v, a), out, q, k, v)
 	if err != nil {
 		return err
 	}
-	if c.attnBLAS() {
-		return c.attentionBLAS(p[0], p[1], p[2], p[3], a)
+	if c.k.attnGEMM {
+		return c.attentionGEMM(p[0], p[1], p[2], p[3], a)
 	}
-	s, err := c.grow(&c.sc.attn, AttentionScratch(a))
+	s, err := c.scratch.ptr(scrAttn, AttentionScratch(a))
 	if err != nil {
 		return err
 	}
-	return c.ops.Attention(p[0], p[1], p[2], p[3], s.Ptr(), a)
+	return c.ops.Attention(p[0], p[1], p[2], p[3], s, a)
 }
 
 // oneBelow is the largest float32 below 1.
@@ -267,10 +201,7 @@ var oneBelow = math.Float32frombits(0x3f7fffff)
 // a draw differs from the CPU's only where u·Σw lies within ~1e-6 (relative)
 // of a cumulative weight.
 func (c *backend) Categorical(out, logits api.Buf, rows, v int, us []float64) error {
-	if err := api.CheckCategorical(out, logits, rows, v, us); err != nil {
-		return err
-	}
-	p, err := c.ptrs(out, logits)
+	p, err := c.operands(api.CheckCategorical(out, logits, rows, v, us), out, logits)
 	if err != nil {
 		return err
 	}
@@ -278,7 +209,7 @@ func (c *backend) Categorical(out, logits api.Buf, rows, v int, us []float64) er
 	for i, x := range us[:rows] {
 		u[i] = min(float32(x), oneBelow)
 	}
-	ub, err := c.grow(&c.sc.uniform, 4*int64(rows))
+	ub, err := c.scratch.get(scrUniform, 4*int64(rows))
 	if err != nil {
 		return err
 	}

@@ -20,17 +20,23 @@ func TestBackendConformance(t *testing.T) {
 	backendtest.Run(t, b)
 }
 
-// TestBackendConformanceBLAS runs the suite with Attention on the GEMM path
-// (attention_blas.go) that bf16 precision uses, in f32 arithmetic: run its
-// Attention subtests (-test.run 'TestBackendConformanceBLAS/Attention').
-func TestBackendConformanceBLAS(t *testing.T) {
+// TestBackendConformanceGEMM runs the suite with Attention on the GEMM path
+// (attention_gemm.go) that bf16 precision uses, in f32 arithmetic
+// (Options.Attention): run its Attention subtests
+// (-test.run 'TestBackendConformanceGEMM/Attention').
+func TestBackendConformanceGEMM(t *testing.T) {
 	d, _ := device(t)
-	t.Setenv("DGQ_CUDA_ATTN", "blas")
-	b := Backend(d)
+	b, err := NewBackend(d, Options{Attention: AttentionGEMM})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
 		if err := b.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	}()
+	if got := b.Caps().Kernels["attention"]; got != "gemm-f32" {
+		t.Fatalf("Caps().Kernels[attention] = %q, want gemm-f32", got)
+	}
 	backendtest.Run(t, b)
 }

@@ -45,12 +45,7 @@ func (b *Buffer) Free() error {
 	if b.ptr == 0 {
 		return nil
 	}
-	err := b.d.do(func() error {
-		if err := check("cuStreamSynchronize", ccall(drv.cuStreamSynchronize, b.d.stream)); err != nil {
-			return err
-		}
-		return check("cuMemFree_v2", ccall(drv.cuMemFree, uintptr(b.ptr)))
-	})
+	err := b.d.afterStream("cuMemFree_v2", drv.cuMemFree, uintptr(b.ptr))
 	b.ptr = 0
 	return err
 }

@@ -1,51 +1,44 @@
 package cuda
 
 import (
-	"fmt"
-	"sync"
 	"unsafe"
 )
 
-// blasAPI is libcublas's entry points.
+// blasAPI is libcublas's entry points, bound in the order of blasSymbols.
 type blasAPI struct {
 	create, destroy, setStream, sgemm, gemmEx, gemmStridedBatchedEx, statusName uintptr
 }
 
+// blasSymbols are the C names of blasAPI's fields, in order.
+const blasSymbols = `cublasCreate_v2 cublasDestroy_v2 cublasSetStream_v2 cublasSgemm_v2 cublasGemmEx
+	cublasGemmStridedBatchedEx cublasGetStatusName`
+
 var (
-	blasOnce sync.Once
-	blas     blasAPI
-	blasErr  error
+	blasLib library
+	blas    blasAPI
 )
 
 // loadBLAS loads libcublas once (at the first GEMM).
 func loadBLAS() error {
-	blasOnce.Do(func() {
-		h, name, err := openLib([]string{"libcublas.so", "libcublas.so.13", "libcublas.so.12"})
-		if err != nil {
-			blasErr = err
-			return
-		}
-		b := &blas
-		blasErr = bind(h, name, map[string]*uintptr{
-			"cublasCreate_v2": &b.create, "cublasDestroy_v2": &b.destroy,
-			"cublasSetStream_v2": &b.setStream, "cublasSgemm_v2": &b.sgemm,
-			"cublasGemmEx": &b.gemmEx, "cublasGetStatusName": &b.statusName,
-			"cublasGemmStridedBatchedEx": &b.gemmStridedBatchedEx,
-		})
-	})
-	return blasErr
+	return load(&blasLib, []string{"libcublas.so", "libcublas.so.13", "libcublas.so.12"}, blasSymbols, &blas, nil)
 }
 
+// blasCheck turns a cublasStatus_t into an error naming call.
 func blasCheck(call string, r uintptr) error {
-	code := int(int32(r))
-	if code == 0 {
-		return nil
-	}
-	e := &Error{Call: call, Code: code, Name: fmt.Sprintf("cublasStatus %d", code)}
-	if blas.statusName != 0 {
-		e.Name = cstr(ccall(blas.statusName, r))
-	}
-	return e
+	return libStatus(call, r, "cublasStatus", blas.statusName)
+}
+
+// blasDo runs call on the device's cuBLAS handle (inside d.do, the handle
+// made at first use) and checks the status it returns; name is the C
+// function.
+func (d *Device) blasDo(name string, call func(h uintptr) uintptr) error {
+	return d.do(func() error {
+		h, err := d.blasHandle()
+		if err != nil {
+			return err
+		}
+		return blasCheck(name, call(h))
+	})
 }
 
 // blasHandle returns the device's cuBLAS handle, bound to its stream,
@@ -80,15 +73,11 @@ func op(t bool) uintptr {
 // cuBLAS's column-major conventions (cublasSgemm_v2): op(A) is m×k, op(B)
 // k×n, C m×n with leading dimension ldc.
 func (d *Device) Sgemm(transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, c Ptr, ldc int) error {
-	return d.do(func() error {
-		h, err := d.blasHandle()
-		if err != nil {
-			return err
-		}
-		return blasCheck("cublasSgemm_v2", ccall(blas.sgemm, h, op(transA), op(transB),
+	return d.blasDo("cublasSgemm_v2", func(h uintptr) uintptr {
+		return ccall(blas.sgemm, h, op(transA), op(transB),
 			uintptr(m), uintptr(n), uintptr(k), uintptr(unsafe.Pointer(&alpha)),
 			uintptr(a), uintptr(lda), uintptr(b), uintptr(ldb), uintptr(unsafe.Pointer(&beta)),
-			uintptr(c), uintptr(ldc)))
+			uintptr(c), uintptr(ldc))
 	})
 }
 
@@ -107,16 +96,12 @@ const (
 // with the default algorithm. alpha and beta are f32.
 func (d *Device) GemmEx(transA, transB bool, m, n, k int, alpha float32, a Ptr, ta DataType, lda int, b Ptr, tb DataType, ldb int, beta float32, c Ptr, tc DataType, ldc int) error {
 	const algoDefault = ^uintptr(0)
-	return d.do(func() error {
-		h, err := d.blasHandle()
-		if err != nil {
-			return err
-		}
-		return blasCheck("cublasGemmEx", ccall(blas.gemmEx, h, op(transA), op(transB),
+	return d.blasDo("cublasGemmEx", func(h uintptr) uintptr {
+		return ccall(blas.gemmEx, h, op(transA), op(transB),
 			uintptr(m), uintptr(n), uintptr(k), uintptr(unsafe.Pointer(&alpha)),
 			uintptr(a), uintptr(ta), uintptr(lda), uintptr(b), uintptr(tb), uintptr(ldb),
 			uintptr(unsafe.Pointer(&beta)), uintptr(c), uintptr(tc), uintptr(ldc),
-			compute32F, algoDefault))
+			compute32F, algoDefault)
 	})
 }
 
@@ -136,17 +121,13 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 	if tf32 {
 		compute = compute32FFastTF32
 	}
-	return d.do(func() error {
-		h, err := d.blasHandle()
-		if err != nil {
-			return err
-		}
-		return blasCheck("cublasGemmStridedBatchedEx", ccall(blas.gemmStridedBatchedEx, h, op(transA), op(transB),
+	return d.blasDo("cublasGemmStridedBatchedEx", func(h uintptr) uintptr {
+		return ccall(blas.gemmStridedBatchedEx, h, op(transA), op(transB),
 			uintptr(m), uintptr(n), uintptr(k), uintptr(unsafe.Pointer(&alpha)),
 			uintptr(a), uintptr(R32F), uintptr(lda), uintptr(strideA),
 			uintptr(b), uintptr(R32F), uintptr(ldb), uintptr(strideB),
 			uintptr(unsafe.Pointer(&beta)), uintptr(c), uintptr(R32F), uintptr(ldc), uintptr(strideC),
-			uintptr(batch), compute, algoDefault))
+			uintptr(batch), compute, algoDefault)
 	})
 }
 

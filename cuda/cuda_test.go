@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dgq-dev/dgq/codecs"
+	api "github.com/dgq-dev/dgq/runtime/backend"
 )
 
 var (
@@ -23,7 +24,7 @@ var (
 
 // device opens the device once for the package's tests, or skips the test
 // where CUDA is unavailable.
-func device(t *testing.T) (*Device, *Ops) {
+func device(t testing.TB) (*Device, *Ops) {
 	t.Helper()
 	devOnce.Do(func() {
 		testDev, testErr = Open()
@@ -45,6 +46,23 @@ func device(t *testing.T) (*Device, *Ops) {
 		t.Fatal(testErr)
 	}
 	return testDev, testOps
+}
+
+// freeAll frees buffers (errors ignored: the test's checks are done).
+func freeAll(bufs ...interface{ Free() error }) {
+	for _, b := range bufs {
+		b.Free()
+	}
+}
+
+// mustBackend is NewBackend, or the test's end.
+func mustBackend(t testing.TB, d *Device, o Options) api.Backend {
+	t.Helper()
+	b, err := NewBackend(d, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestMain(m *testing.M) {
@@ -252,10 +270,10 @@ func TestCompileCache(t *testing.T) {
 	}
 }
 
-func TestSharedKernelsCompile(t *testing.T) {
+func TestKernelsCompile(t *testing.T) {
 	d, _ := device(t)
-	for _, f := range SharedKernels() {
-		m, err := d.CompileShared(f)
+	for _, f := range KernelFiles() {
+		m, err := d.CompileKernel(f)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -493,9 +511,7 @@ func TestSgemm(t *testing.T) {
 			}
 		}
 		t.Logf("SGEMM %d×%d×%d: worst error %.3g of Σ|a·b|", sh.m, sh.n, sh.k, worst)
-		ab.Free()
-		bb.Free()
-		cb.Free()
+		freeAll(ab, bb, cb)
 	}
 }
 

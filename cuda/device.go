@@ -152,6 +152,18 @@ func (d *Device) FreeMemory() (free, total uint64, err error) {
 	return free, total, err
 }
 
+// afterStream waits for the work queued on the stream, then calls the
+// driver's fn (named call) on arg: the release of something that work may
+// still use.
+func (d *Device) afterStream(call string, fn, arg uintptr) error {
+	return d.do(func() error {
+		if err := check("cuStreamSynchronize", ccall(drv.cuStreamSynchronize, d.stream)); err != nil {
+			return err
+		}
+		return check(call, ccall(fn, arg))
+	})
+}
+
 // Sync waits until all work queued on the device's stream has finished.
 func (d *Device) Sync() error {
 	return d.do(func() error { return check("cuStreamSynchronize", ccall(drv.cuStreamSynchronize, d.stream)) })

@@ -61,7 +61,7 @@ func fixtureEngine(t *testing.T, fixture, profile string, p Precision) (*model.M
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewBackend(d, BackendOptions{Precision: p})
+	b := mustBackend(t, d, Options{Precision: p})
 	e, err := model.NewEngine(m, b)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestEngineBF16RealShape(t *testing.T) {
 		canvas[i] = 3 + (i*104729+5)%(V-3)
 	}
 	run := func(p Precision) [2][]float32 {
-		b := NewBackend(d, BackendOptions{Precision: p})
+		b := mustBackend(t, d, Options{Precision: p})
 		defer b.Close()
 		e, err := model.NewEngine(m, b)
 		if err != nil {

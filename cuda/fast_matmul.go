@@ -10,24 +10,23 @@ import "github.com/dgq-dev/dgq/codecs"
 //   - raw bf16 w: a rounded to bf16 (narrow_bf16, to nearest even) into
 //     scratch, then cuBLAS GemmEx with bf16 inputs, f32 output and f32
 //     compute.
-//   - q4 w (sm_80 or later): a packed to fp16 with a power-of-two scaling
+//   - q4 w (K a multiple of 32, sm_80 or later): a packed to fp16 with a power-of-two scaling
 //     per row (moe_pack_f16) and q4_dense, the tensor-core q4 GEMM of the MoE
 //     (weights decoded to fp16 in registers, f32 accumulation; moe_mma.cu).
 //
-// Shapes are the caller's to check (runtime.CheckMatMulNT).
+// Shapes are the caller's to check (backend.CheckMatMulNT).
 func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, err error) {
-	if !c.fast || w.f32 || m <= 0 {
+	if !c.k.fast || w.f32 || m <= 0 {
 		return false, nil
 	}
 	n, k := w.Rows(), w.Cols()
 	if n <= 0 || k <= 0 {
 		return false, nil
 	}
-	st := c.moeState()
 	m64, k64 := int64(m), int64(k)
 	switch {
 	case w.f == codecs.Raw && w.dt == codecs.BF16:
-		ab, err := c.narrowBF16("mm.a16", a, m64*k64)
+		ab, err := c.narrowBF16(scrMatMulA16, a, m64*k64)
 		if err != nil {
 			return true, err
 		}
@@ -35,45 +34,25 @@ func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, er
 		// [n][k] row-major is the column-major k×n wᵀ (op T), a [m][k] the
 		// column-major k×m aᵀ (op N).
 		return true, c.d.GemmEx(true, false, n, m, k, 1, w.b.Ptr(), R16BF, k, ab, R16BF, k, 0, out, R32F, n)
-	case w.f == codecs.Q4 && k%32 == 0 && c.fastMMA():
-		cfg, ok := c.q4Pick(float64(m), m64, false, k)
+	case c.q4Fast(w):
+		cfg, ok := c.q4Pick(float64(m), m64)
 		if !ok {
 			return false, nil
 		}
-		ab, err := st.scratch(c.d, "mm.q4a", 2*m64*k64)
+		ab, err := c.scratch.ptr(scrMatMulQ4A, 2*m64*k64)
 		if err != nil {
 			return true, err
 		}
-		ainv, err := st.scratch(c.d, "mm.q4s", 4*m64)
+		ainv, err := c.scratch.ptr(scrMatMulQ4S, 4*m64)
 		if err != nil {
 			return true, err
 		}
-		mm, err := st.module(c.d)
-		if err != nil {
-			return true, err
-		}
-		if err := c.moePack(mm, a, m64, k, ab, ainv); err != nil {
+		if err := c.moePack(a, m64, k, ab, ainv); err != nil {
 			return true, err
 		}
 		// The grouped kernels' pairs, tiles and wts are not read by q4_dense.
 		grid := [3]uint32{uint32((n + 127) / 128), uint32((m + cfg.bm() - 1) / cfg.bm()), 1}
-		return true, c.q4Launch(mm, cfg, "q4_dense_", w, ab, ainv, ab, ab, ab, out, k, n, m, 1, grid)
+		return true, c.q4Launch(cfg, "q4_dense_", w, ab, ainv, ab, ab, ab, out, k, n, m, 1, grid)
 	}
 	return false, nil
-}
-
-// narrowBF16 queues narrow_bf16 of n f32 values at src into the named
-// scratch buffer and returns its address.
-func (c *backend) narrowBF16(scratch string, src Ptr, n int64) (Ptr, error) {
-	st := c.moeState()
-	dst, err := st.scratch(c.d, scratch, 2*n)
-	if err != nil {
-		return 0, err
-	}
-	mm, err := st.module(c.d)
-	if err != nil {
-		return 0, err
-	}
-	const block = 256
-	return dst, mm.Launch("narrow_bf16", [3]uint32{c.ops.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, src, dst, uint64(n))
 }

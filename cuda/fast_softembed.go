@@ -8,10 +8,10 @@ import "github.com/dgq-dev/dgq/codecs"
 // inputs, f32 accumulation and output). It reports handled = false, queueing
 // nothing, in f32 precision or for another table format.
 func (c *backend) softEmbedFast(out, probs Ptr, n, V, H int, tw *cudaWeight) (handled bool, err error) {
-	if !c.fast || tw.f32 || tw.f != codecs.Raw || tw.dt != codecs.BF16 {
+	if !c.k.fast || tw.f32 || tw.f != codecs.Raw || tw.dt != codecs.BF16 {
 		return false, nil
 	}
-	pb, err := c.narrowBF16("soft.p16", probs, int64(n)*int64(V))
+	pb, err := c.narrowBF16(scrSoftP16, probs, int64(n)*int64(V))
 	if err != nil {
 		return true, err
 	}

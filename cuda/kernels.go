@@ -1,62 +1,62 @@
 package cuda
 
 import (
-	"embed"
+	_ "embed"
 	"fmt"
-	"io/fs"
 	"sort"
-	"strings"
+
+	"github.com/dgq-dev/dgq/runtime/kernels"
 )
 
-// PreludeCUDA is the CUDA prelude of the shared kernel dialect
-// (docs/cuda.md).
+// Kernel sources. A translation unit is the CUDA prelude, the dialect's
+// common include and one file (kernels.Unit): a file of the shared dialect
+// (package runtime/kernels, which Metal compiles too) or a CUDA-specific
+// one below.
+
+// preludeCUDA maps the kernel dialect to CUDA C++ for NVRTC.
 //
 //go:embed kernels/prelude_cuda.h
-var PreludeCUDA string
+var preludeCUDA string
 
-//go:embed kernels/shared/*.kern
-var sharedFS embed.FS
+// moeMMASource holds the tensor-core kernels of bf16 precision (q4 GEMMs,
+// activation packing, bf16 narrowing): CUDA-specific, built on the common
+// include.
+//
+//go:embed kernels/moe_mma.cu
+var moeMMASource string
 
-// SharedKernels lists the dialect-neutral kernel files (e.g. "rmsnorm.kern").
-func SharedKernels() []string {
-	ents, _ := fs.ReadDir(sharedFS, "kernels/shared")
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
+// cudaFiles are the CUDA-specific kernel files.
+var cudaFiles = map[string]string{"moe_mma.cu": moeMMASource}
+
+// KernelFiles lists the kernel files the package compiles: the shared
+// dialect's (kernels.Files) and the CUDA-specific ones, sorted.
+func KernelFiles() []string {
+	names := kernels.Files()
+	for n := range cudaFiles {
+		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
 }
 
-// SharedSource returns the dialect source of a shared kernel file, without
-// a prelude.
-func SharedSource(file string) (string, error) {
-	b, err := sharedFS.ReadFile("kernels/shared/" + file)
-	if err != nil {
-		return "", fmt.Errorf("cuda: no shared kernel %q", file)
+// KernelSource returns the CUDA translation unit of a kernel file: the CUDA
+// prelude, the common include and the file, each under a #line directive so
+// that NVRTC's messages name the file and its lines.
+func KernelSource(file string) (string, error) {
+	if src, ok := cudaFiles[file]; ok {
+		return kernels.Unit(preludeCUDA, file, src), nil
 	}
-	return string(b), nil
+	u, err := kernels.FileUnit(preludeCUDA, file)
+	if err != nil {
+		return "", fmt.Errorf("cuda: %w", err)
+	}
+	return u, nil
 }
 
-// SharedCUDASource returns the CUDA translation unit of a shared kernel file:
-// the CUDA prelude, then the file under a #line directive so that NVRTC's
-// messages name the .kern file and its lines.
-func SharedCUDASource(file string) (string, error) {
-	src, err := SharedSource(file)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	b.WriteString(PreludeCUDA)
-	fmt.Fprintf(&b, "\n#line 1 %q\n", file)
-	b.WriteString(src)
-	return b.String(), nil
-}
-
-// CompileShared compiles a shared kernel file with the CUDA prelude (see
-// Compile for the cache).
-func (d *Device) CompileShared(file string, opts ...string) (*Module, error) {
-	src, err := SharedCUDASource(file)
+// CompileKernel compiles a kernel file's translation unit (KernelSource;
+// see Compile for the cache).
+func (d *Device) CompileKernel(file string, opts ...string) (*Module, error) {
+	src, err := KernelSource(file)
 	if err != nil {
 		return nil, err
 	}

@@ -78,14 +78,21 @@ func openLib(names []string) (uintptr, string, error) {
 	return 0, "", unavailable("cannot load %s (%v)", strings.Join(names, " or "), first)
 }
 
-// bind resolves every symbol of syms in the library h.
-func bind(h uintptr, lib string, syms map[string]*uintptr) error {
-	for name, p := range syms {
+// bind sets the entry points of table, a struct of n uintptr fields, to
+// the addresses of the C symbols named in syms (space-separated, in the
+// fields' order) in the library h.
+func bind(h uintptr, lib, syms string, table unsafe.Pointer, n int) error {
+	names := strings.Fields(syms)
+	if len(names) != n {
+		return fmt.Errorf("cuda: %d symbols named for %d entry points of %s", len(names), n, lib)
+	}
+	dst := unsafe.Slice((*uintptr)(table), n)
+	for i, name := range names {
 		fn, err := dlsym(h, name)
 		if err != nil || fn == 0 {
 			return unavailable("%s has no symbol %s", lib, name)
 		}
-		*p = fn
+		dst[i] = fn
 	}
 	return nil
 }
@@ -116,7 +123,7 @@ func goString(b []byte) string {
 // cbytes returns s as a NUL-terminated byte slice.
 func cbytes(s string) []byte { return append([]byte(s), 0) }
 
-// driver is libcuda's entry points.
+// driver is libcuda's entry points, bound in the order of driverSymbols.
 type driver struct {
 	cuInit, cuDriverGetVersion, cuGetErrorName, cuGetErrorString                   uintptr
 	cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceGetAttribute           uintptr
@@ -128,42 +135,51 @@ type driver struct {
 	cuFuncSetAttribute, cuMemAllocHost, cuMemFreeHost                              uintptr
 }
 
+// driverSymbols are the C names of driver's fields, in order.
+const driverSymbols = `cuInit cuDriverGetVersion cuGetErrorName cuGetErrorString cuDeviceGetCount cuDeviceGet
+	cuDeviceGetName cuDeviceGetAttribute cuDeviceTotalMem_v2 cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRelease_v2
+	cuCtxSetCurrent cuCtxSynchronize cuMemGetInfo_v2 cuMemAlloc_v2 cuMemFree_v2 cuMemcpyHtoDAsync_v2
+	cuMemcpyDtoHAsync_v2 cuMemcpyDtoDAsync_v2 cuMemsetD8Async cuStreamCreate cuStreamDestroy_v2 cuStreamSynchronize
+	cuModuleLoadData cuModuleUnload cuModuleGetFunction cuLaunchKernel cuFuncSetAttribute cuMemAllocHost_v2 cuMemFreeHost`
+
 var (
-	drvOnce sync.Once
-	drv     driver
-	drvErr  error
+	drvLib library
+	drv    driver
 )
+
+// entryPoints is the number of uintptr fields of a table of entry points.
+func entryPoints[T any](table *T) int {
+	var p uintptr
+	return int(unsafe.Sizeof(*table) / unsafe.Sizeof(p))
+}
+
+// library is a shared library loaded once, with its entry points bound.
+type library struct {
+	once sync.Once
+	err  error
+}
+
+// load loads the first of names that the loader finds (openLib), binds the
+// entry points of table (a struct of uintptr fields) to the symbols of syms
+// in order (bind) and runs after (when not nil), once; it returns the first
+// error, every time.
+func load[T any](l *library, names []string, syms string, table *T, after func() error) error {
+	l.once.Do(func() {
+		h, name, err := openLib(names)
+		if err == nil {
+			err = bind(h, name, syms, unsafe.Pointer(table), entryPoints(table))
+		}
+		if err == nil && after != nil {
+			err = after()
+		}
+		l.err = err
+	})
+	return l.err
+}
 
 // loadDriver loads libcuda once.
 func loadDriver() error {
-	drvOnce.Do(func() {
-		h, name, err := openLib([]string{"libcuda.so.1", "libcuda.so"})
-		if err != nil {
-			drvErr = err
-			return
-		}
-		d := &drv
-		drvErr = bind(h, name, map[string]*uintptr{
-			"cuInit": &d.cuInit, "cuDriverGetVersion": &d.cuDriverGetVersion,
-			"cuGetErrorName": &d.cuGetErrorName, "cuGetErrorString": &d.cuGetErrorString,
-			"cuDeviceGetCount": &d.cuDeviceGetCount, "cuDeviceGet": &d.cuDeviceGet,
-			"cuDeviceGetName": &d.cuDeviceGetName, "cuDeviceGetAttribute": &d.cuDeviceGetAttribute,
-			"cuDeviceTotalMem_v2": &d.cuDeviceTotalMem, "cuDevicePrimaryCtxRetain": &d.cuDevicePrimaryCtxRetain,
-			"cuDevicePrimaryCtxRelease_v2": &d.cuDevicePrimaryCtxRelease,
-			"cuCtxSetCurrent":              &d.cuCtxSetCurrent, "cuCtxSynchronize": &d.cuCtxSynchronize,
-			"cuMemGetInfo_v2": &d.cuMemGetInfo,
-			"cuMemAlloc_v2":   &d.cuMemAlloc, "cuMemFree_v2": &d.cuMemFree,
-			"cuMemcpyHtoDAsync_v2": &d.cuMemcpyHtoDAsync, "cuMemcpyDtoHAsync_v2": &d.cuMemcpyDtoHAsync,
-			"cuMemcpyDtoDAsync_v2": &d.cuMemcpyDtoDAsync, "cuMemsetD8Async": &d.cuMemsetD8Async,
-			"cuStreamCreate": &d.cuStreamCreate, "cuStreamDestroy_v2": &d.cuStreamDestroy,
-			"cuStreamSynchronize": &d.cuStreamSynchronize,
-			"cuModuleLoadData":    &d.cuModuleLoadData, "cuModuleUnload": &d.cuModuleUnload,
-			"cuModuleGetFunction": &d.cuModuleGetFunction, "cuLaunchKernel": &d.cuLaunchKernel,
-			"cuFuncSetAttribute": &d.cuFuncSetAttribute,
-			"cuMemAllocHost_v2":  &d.cuMemAllocHost, "cuMemFreeHost": &d.cuMemFreeHost,
-		})
-	})
-	return drvErr
+	return load(&drvLib, []string{"libcuda.so.1", "libcuda.so"}, driverSymbols, &drv, nil)
 }
 
 // Error is a failed call into the driver, NVRTC or cuBLAS.
@@ -182,13 +198,35 @@ func (e *Error) Error() string {
 	return s
 }
 
-// check turns a CUresult into an error naming call.
-func check(call string, r uintptr) error {
+// statusError is the *Error of call's failed status r (kind names an
+// unknown status: "CUresult 2"), or nil for status 0.
+func statusError(call string, r uintptr, kind string) *Error {
 	code := int(int32(r))
 	if code == 0 {
 		return nil
 	}
-	e := &Error{Call: call, Code: code, Name: fmt.Sprintf("CUresult %d", code)}
+	return &Error{Call: call, Code: code, Name: fmt.Sprintf("%s %d", kind, code)}
+}
+
+// libStatus is statusError as an error, named by the library's function
+// nameOf (status → C string; 0 where the library has none).
+func libStatus(call string, r uintptr, kind string, nameOf uintptr) error {
+	e := statusError(call, r, kind)
+	if e == nil {
+		return nil
+	}
+	if nameOf != 0 {
+		e.Name = cstr(ccall(nameOf, r))
+	}
+	return e
+}
+
+// check turns a CUresult into an error naming call.
+func check(call string, r uintptr) error {
+	e := statusError(call, r, "CUresult")
+	if e == nil {
+		return nil
+	}
 	var p uintptr
 	if drv.cuGetErrorName != 0 && int32(ccall(drv.cuGetErrorName, r, uintptr(unsafe.Pointer(&p)))) == 0 {
 		e.Name = cstr(p)

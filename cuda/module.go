@@ -57,7 +57,7 @@ type Module struct {
 func (d *Device) cacheKey(name, src string, opts []string) string {
 	h := sha256.New()
 	for _, s := range []string{cacheVersion, name, src, strings.Join(opts, "\x00"), d.Arch(),
-		strconv.Itoa(nvrtc.major) + "." + strconv.Itoa(nvrtc.minor)} {
+		strconv.Itoa(nvrtcVer[0]) + "." + strconv.Itoa(nvrtcVer[1])} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -139,12 +139,7 @@ func (m *Module) Close() error {
 	if m.h == 0 {
 		return nil
 	}
-	err := m.d.do(func() error {
-		if err := check("cuStreamSynchronize", ccall(drv.cuStreamSynchronize, m.d.stream)); err != nil {
-			return err
-		}
-		return check("cuModuleUnload", ccall(drv.cuModuleUnload, m.h))
-	})
+	err := m.d.afterStream("cuModuleUnload", drv.cuModuleUnload, m.h)
 	m.h = 0
 	return err
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -320,22 +318,53 @@ func moeCompare(t *testing.T, name string, p *moeProblem, got, want []float32, r
 	return worst
 }
 
-// moeBackends returns an exact and a fast CUDA backend; their MoE state is
-// freed at the end of the test.
+// moeBackends returns an exact and a fast CUDA backend, closed at the end
+// of the test.
 func moeBackends(t testing.TB, d *Device) (exact, fast api.Backend) {
-	exact = NewBackend(d, BackendOptions{})
-	fast = NewBackend(d, BackendOptions{Precision: PrecisionBF16})
+	exact = mustBackend(t, d, Options{})
+	fast = mustBackend(t, d, Options{Precision: PrecisionBF16})
+	closeAtEnd(t, exact, fast)
+	return exact, fast
+}
+
+// closeAtEnd closes backends at the end of the test.
+func closeAtEnd(t testing.TB, bs ...api.Backend) {
 	t.Cleanup(func() {
-		for _, b := range []api.Backend{exact, fast} {
-			if err := b.(*backend).closeMoE(); err != nil {
-				t.Errorf("closeMoE: %v", err)
-			}
+		for _, b := range bs {
 			if err := b.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
 		}
 	})
-	return exact, fast
+}
+
+// moeRig returns the backends the MoE tests compare: exact and fast CUDA
+// backends, a fast one per fixed q4 tile, and the CPU reference, all closed
+// at the end of the test.
+func moeRig(t *testing.T) (exact, fast api.Backend, tiles []tileBackend, ref api.Backend) {
+	d, _ := device(t)
+	exact, fast = moeBackends(t, d)
+	ref = cpu.New(0)
+	closeAtEnd(t, ref)
+	return exact, fast, tileBackends(t, d), ref
+}
+
+// tileBackend is a fast backend whose q4 GEMM has a fixed configuration.
+type tileBackend struct {
+	tag string // "fast-tile32", …
+	be  *backend
+}
+
+// tileBackends returns a fast backend per fixed q4 tile (Options.Q4Tile),
+// closed at the end of the test.
+func tileBackends(t testing.TB, d *Device) []tileBackend {
+	var out []tileBackend
+	for i, tile := range []Q4Tile{Q4Tile32, Q4Tile64, Q4Tile128} {
+		b := mustBackend(t, d, Options{Precision: PrecisionBF16, Q4Tile: tile})
+		closeAtEnd(t, b)
+		out = append(out, tileBackend{fmt.Sprintf("fast-tile%d", q4Configs[i].bm()), b.(*backend)})
+	}
+	return out
 }
 
 var moeFormats = []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4}
@@ -349,10 +378,7 @@ func moeFits(f codecs.Format, k int) bool {
 // expert format (down falls back to raw bf16 where F does not fit the
 // format's group), in exact and fast mode.
 func TestMoESmall(t *testing.T) {
-	d, _ := device(t)
-	exact, fast := moeBackends(t, d)
-	ref := cpu.New(0)
-	defer ref.Close()
+	exact, fast, tiles, ref := moeRig(t)
 	cases := []struct{ E, K, H, F, rows int }{
 		{4, 2, 32, 16, 5},
 		{16, 4, 96, 40, 33},
@@ -381,21 +407,16 @@ func TestMoESmall(t *testing.T) {
 			}
 			modes := []mode{{exact, moeExactRel, "exact"}, {fast, moeFastRel, "fast"}}
 			if f == codecs.Q4 { // every configuration of the q4 GEMM
-				for _, k := range moeQ4Configs {
-					modes = append(modes, mode{fast, moeFastRel, "fast-" + k.name})
+				for _, tb := range tiles {
+					modes = append(modes, mode{tb.be, moeFastRel, tb.tag})
 				}
 			}
 			for _, m := range modes {
-				moeQ4Force = strings.TrimPrefix(m.tag, "fast-")
-				if m.tag == "fast" || m.tag == "exact" {
-					moeQ4Force = ""
-				}
 				s := newMoESetup(t, m.be, p)
 				got := s.run(t, c.rows)
 				s.free()
 				moeCompare(t, name+"/"+m.tag, p, got, want, m.rel)
 			}
-			moeQ4Force = ""
 		}
 	}
 }
@@ -418,18 +439,15 @@ func moeRealProblem(t testing.TB, f codecs.Format) *moeProblem {
 	return p
 }
 
-// moeQ4Only (DGQ_MOE_Q4_ONLY set) skips the raw bf16 cases of the MoE and
-// MatMulNT tests, whose GPU paths the q4 kernels do not touch.
-func moeQ4Only() bool { return os.Getenv("DGQ_MOE_Q4_ONLY") != "" }
+// moeQ4Only (-test.short) skips the raw bf16 cases of the MoE and MatMulNT
+// tests, whose GPU paths the q4 kernels do not touch.
+func moeQ4Only() bool { return testing.Short() }
 
 // TestMoEReal compares MoE with the CPU backend at the model's shape (37 and
 // 256 tokens, q4 and raw bf16 experts), exact and fast, and checks that
 // repeated calls give the same bits.
 func TestMoEReal(t *testing.T) {
-	d, _ := device(t)
-	exact, fast := moeBackends(t, d)
-	ref := cpu.New(0)
-	defer ref.Close()
+	exact, fast, tiles, ref := moeRig(t)
 	for _, f := range []codecs.Format{codecs.Q4, codecs.Raw} {
 		if f == codecs.Raw && moeQ4Only() {
 			continue
@@ -438,6 +456,12 @@ func TestMoEReal(t *testing.T) {
 		rs := newMoESetup(t, ref, p)
 		es := newMoESetup(t, exact, p)
 		fs := newMoESetup(t, fast, p)
+		var ts []*moeSetup // per fixed q4 tile
+		if f == codecs.Q4 {
+			for _, tb := range tiles {
+				ts = append(ts, newMoESetup(t, tb.be, p))
+			}
+		}
 		rowsList := []int{37, 256}
 		if f == codecs.Q4 {
 			rowsList = append(rowsList, 1024)
@@ -459,18 +483,18 @@ func TestMoEReal(t *testing.T) {
 			}
 			gotF := fs.run(t, rows)
 			moeCompare(t, name+"/fast", &sub, gotF, want, moeFastRel)
-			if f == codecs.Q4 && rows >= 256 { // every configuration of the q4 GEMM
-				for _, k := range moeQ4Configs {
-					moeQ4Force = k.name
-					gotF := fs.run(t, rows)
-					moeQ4Force = ""
-					moeCompare(t, name+"/fast-"+k.name, &sub, gotF, want, moeFastRel)
+			if rows >= 256 { // every configuration of the q4 GEMM
+				for i, s := range ts {
+					moeCompare(t, name+"/"+tiles[i].tag, &sub, s.run(t, rows), want, moeFastRel)
 				}
 			}
 		}
 		rs.free()
 		es.free()
 		fs.free()
+		for _, s := range ts {
+			s.free()
+		}
 	}
 }
 
@@ -523,29 +547,25 @@ func moePrefixTime(t testing.TB, fb *backend, s *moeSetup, rows, reps int, last 
 
 // moeGEMMTime returns the mean device time of the fast gate/up (gateup) or
 // down GEMM alone, launched reps times back to back on the scratch that the
-// last MoE call of rows tokens left.
+// last MoE call of rows tokens left (a backend whose q4 tile is fixed, so
+// that one tile table serves both GEMMs).
 func moeGEMMTime(t testing.TB, fb *backend, s *moeSetup, rows, reps int, gateup bool) time.Duration {
 	t.Helper()
 	E, K := s.w.GateUp.Rows()/(2*s.w.Down.Cols()), s.w.TopK
 	H, F := s.w.GateUp.Cols(), s.w.Down.Cols()
 	P := int64(rows) * int64(K)
-	cfg, _ := fb.q4Pick(float64(P)/float64(E), P+int64(E)*128, true, H, F)
+	cfg, _ := fb.q4Pick(float64(P)/float64(E), P+int64(E)*128)
 	fTiles := (P + int64(E)*int64(cfg.bm()-1)) / int64(cfg.bm())
-	st := fb.moeState()
-	ptr := func(name string) Ptr { return st.bufs[name].Ptr() }
+	ptr := func(name string) Ptr { return fb.scratch.bufs[name].Ptr() }
 	tiles := ptr("moe.tiles")
-	mm, err := st.module(fb.d)
-	if err != nil {
-		t.Fatal(err)
-	}
 	gu, _ := fb.weight(s.w.GateUp)
 	dn, _ := fb.weight(s.w.Down)
 	return moeTime(t, fb, 1, reps, func() error {
 		if gateup {
-			return fb.q4Launch(mm, cfg, "moe_q4_gateup_", gu, ptr("moe.ab"), ptr("moe.ainv"), ptr("moe.pairs"), tiles,
+			return fb.q4Launch(cfg, "moe_q4_gateup_", gu, ptr("moe.ab"), ptr("moe.ainv"), ptr("moe.pairs"), tiles,
 				ptr("moe.wts"), ptr("moe.z"), H, F, 0, K, [3]uint32{uint32((F + 63) / 64), uint32(fTiles), 1})
 		}
-		return fb.q4Launch(mm, cfg, "moe_q4_down_", dn, ptr("moe.zb"), ptr("moe.zinv"), ptr("moe.pairs"), tiles,
+		return fb.q4Launch(cfg, "moe_q4_down_", dn, ptr("moe.zb"), ptr("moe.zinv"), ptr("moe.pairs"), tiles,
 			ptr("moe.wts"), ptr("moe.y"), F, H, 0, K, [3]uint32{uint32((H + 127) / 128), uint32(fTiles), 1})
 	})
 }
@@ -567,8 +587,15 @@ func TestMoEFastTiming(t *testing.T) {
 	es := newMoESetup(t, exact, p)
 	defer es.free()
 	fb := fast.(*backend)
+	tiles := tileBackends(t, d)
+	var ts []*moeSetup
+	for _, tb := range tiles {
+		s := newMoESetup(t, tb.be, p)
+		defer s.free()
+		ts = append(ts, s)
+	}
 	// Host cost of a kernel launch (an empty narrow_bf16, 200 back to back).
-	if mm, err := fb.moeState().module(d); err == nil {
+	if mm, err := fb.mmaModule(); err == nil {
 		tl := moeTime(t, fast, 5, 200, func() error {
 			return mm.Launch("narrow_bf16", [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, Ptr(0), Ptr(0), uint64(0))
 		})
@@ -620,31 +647,20 @@ func TestMoEFastTiming(t *testing.T) {
 		}
 		t.Logf("MoE E=128 K=8 H=2816 F=704 q4, %d tokens: fast %.3f ms/call, exact %.3f ms/call; fast stages (ms, synced):%s; pipelined prefixes (ms):%s",
 			rows, msOf(tf), msOf(te), msg, pre)
-		for _, k := range moeQ4Configs {
-			moeQ4Force = k.name
-			tk := moeTime(t, fast, 2, 20, call(fs))
-			tg := moeGEMMTime(t, fb, fs, rows, 20, true)
-			td := moeGEMMTime(t, fb, fs, rows, 20, false)
-			moeQ4Force = ""
-			t.Logf("  %d tokens, config %-2s (bm %3d, %3d threads, %3d + %3d KiB): %.3f ms/call; gate/up GEMM %.3f ms (%.0f GB/s of weights), down GEMM %.3f ms (%.0f GB/s)",
-				rows, k.name, k.bm(), k.threads(), k.smem(p.H, true)>>10, k.smem(p.F, false)>>10, msOf(tk), msOf(tg), float64(len(p.gateUp.Bytes))/tg.Seconds()/1e9,
+		for i, tb := range tiles {
+			k := q4Configs[i]
+			tk := moeTime(t, tb.be, 2, 20, call(ts[i]))
+			tg := moeGEMMTime(t, tb.be, ts[i], rows, 20, true)
+			td := moeGEMMTime(t, tb.be, ts[i], rows, 20, false)
+			t.Logf("  %d tokens, %-11s (bm %3d, %3d threads, %3d KiB): %.3f ms/call; gate/up GEMM %.3f ms (%.0f GB/s of weights), down GEMM %.3f ms (%.0f GB/s)",
+				rows, tb.tag, k.bm(), k.threads(), k.smem()>>10, msOf(tk), msOf(tg), float64(len(p.gateUp.Bytes))/tg.Seconds()/1e9,
 				msOf(td), float64(len(p.dn.Bytes))/td.Seconds()/1e9)
-		}
-		if os.Getenv("DGQ_MOE_TIME_TILED") != "" { // moe_tiled.cu, for comparison
-			os.Setenv("DGQ_MOE_KERNEL", "tiled")
-			tt := moeTime(t, fast, 2, 20, call(fs))
-			pre := ""
-			for _, n := range order[:len(order)-1] {
-				pre += fmt.Sprintf(" …%s %.3f", n, msOf(moePrefixTime(t, fb, fs, rows, 20, n)))
-			}
-			os.Unsetenv("DGQ_MOE_KERNEL")
-			t.Logf("  %d tokens, moe_tiled.cu: %.3f ms/call; pipelined prefixes (ms):%s", rows, msOf(tt), pre)
 		}
 	}
 }
 
 func benchmarkMoEFast(b *testing.B, rows int) {
-	d := moeBenchDevice(b)
+	d, _ := device(b)
 	_, fast := moeBackends(b, d)
 	p := moeRealProblem(b, codecs.Q4)
 	s := newMoESetup(b, fast, p)
@@ -671,31 +687,6 @@ func benchmarkMoEFast(b *testing.B, rows int) {
 func BenchmarkMoEFast256(b *testing.B)  { benchmarkMoEFast(b, 256) }
 func BenchmarkMoEFast1024(b *testing.B) { benchmarkMoEFast(b, 1024) }
 
-// moeBenchDevice is device() for a benchmark: the package's device, opened
-// once, or a skip.
-func moeBenchDevice(b *testing.B) *Device {
-	b.Helper()
-	devOnce.Do(func() {
-		testDev, testErr = Open()
-		if testErr == nil {
-			dir, err := os.MkdirTemp("", "dgq-cuda-cache-")
-			if err != nil {
-				testErr = err
-				return
-			}
-			testDev.SetCacheDir(dir)
-			testOps = NewOps(testDev)
-		}
-	})
-	if errors.Is(testErr, ErrUnavailable) {
-		b.Skipf("no GPU: %v", testErr)
-	}
-	if testErr != nil {
-		b.Fatal(testErr)
-	}
-	return testDev
-}
-
 // TestMatMulFast compares MatMulNT's fast path (raw bf16: cuBLAS GemmEx on
 // bf16 activations; q4: q4_dense) with the CPU backend's MatMulNT within
 // matMulFastRel·Σ|a·w|, and logs its time at 256×2816×2816.
@@ -703,6 +694,7 @@ func TestMatMulFast(t *testing.T) {
 	d, _ := device(t)
 	_, fastBE := moeBackends(t, d)
 	fb := fastBE.(*backend)
+	tiles := tileBackends(t, d)
 	ref := cpu.New(0)
 	defer ref.Close()
 	rng := rand.New(rand.NewPCG(41, 42))
@@ -739,10 +731,11 @@ func TestMatMulFast(t *testing.T) {
 						t.Fatal(err)
 					}
 					if fastPath {
-						ca, _ := fb.buf(cb)
-						aa, _ := fb.buf(ab)
-						cw, _ := fb.weight(w)
-						handled, err := fb.matMulFast(ca.b.Ptr(), aa.b.Ptr(), cw, m)
+						gb := be.(*backend)
+						ca, _ := gb.buf(cb)
+						aa, _ := gb.buf(ab)
+						cw, _ := gb.weight(w)
+						handled, err := gb.matMulFast(ca.b.Ptr(), aa.b.Ptr(), cw, m)
 						if err != nil || !handled {
 							t.Fatalf("matMulFast %s %dx%d m=%d: handled %v, %v", f, n, k, m, handled, err)
 						}
@@ -787,11 +780,13 @@ func TestMatMulFast(t *testing.T) {
 				}
 				check("", run(fb, wg, true))
 				if f == codecs.Q4 && m > 1 && n*k <= 704*2816 { // every configuration of the q4 GEMM
-					for _, cfg := range moeQ4Configs {
-						moeQ4Force = cfg.name
-						got := run(fb, wg, true)
-						moeQ4Force = ""
-						check("/"+cfg.name, got)
+					for _, tb := range tiles {
+						wt, err := tb.be.UploadWeight(td)
+						if err != nil {
+							t.Fatal(err)
+						}
+						check("/"+tb.tag, run(tb.be, wt, true))
+						wt.Free()
 					}
 				}
 			}
@@ -823,10 +818,10 @@ func TestMatMulFast(t *testing.T) {
 	}
 }
 
-// mustF32 decodes w into the MoE scratch "test.f32" and returns its
+// mustF32 decodes w into the scratch "test.f32" and returns its
 // address (for timing the exact path's SGEMM alone).
 func (c *backend) mustF32(t *testing.T, w *cudaWeight) Ptr {
-	p, err := c.moeState().scratch(c.d, "test.f32", 4*w.geom.Elements())
+	p, err := c.scratch.ptr("test.f32", 4*w.geom.Elements())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,62 +4,42 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"unsafe"
 )
 
-// nvrtcAPI is libnvrtc's entry points.
+// nvrtcAPI is libnvrtc's entry points, bound in the order of nvrtcSymbols.
 type nvrtcAPI struct {
 	version, create, destroy, compile, logSize, log uintptr
 	cubinSize, cubin, ptxSize, ptx, errString       uintptr
-	major, minor                                    int
 }
+
+// nvrtcSymbols are the C names of nvrtcAPI's fields, in order.
+const nvrtcSymbols = `nvrtcVersion nvrtcCreateProgram nvrtcDestroyProgram nvrtcCompileProgram nvrtcGetProgramLogSize
+	nvrtcGetProgramLog nvrtcGetCUBINSize nvrtcGetCUBIN nvrtcGetPTXSize nvrtcGetPTX nvrtcGetErrorString`
 
 var (
-	nvrtcOnce sync.Once
-	nvrtc     nvrtcAPI
-	nvrtcErr  error
+	nvrtcLib library
+	nvrtc    nvrtcAPI
+	// nvrtcVer is the loaded NVRTC's version (major, minor).
+	nvrtcVer [2]int
 )
 
-// loadNVRTC loads libnvrtc once (at the first Compile).
+// loadNVRTC loads libnvrtc once (at the first Compile) and reads its
+// version.
 func loadNVRTC() error {
-	nvrtcOnce.Do(func() {
-		h, name, err := openLib([]string{"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"})
-		if err != nil {
-			nvrtcErr = err
-			return
-		}
-		n := &nvrtc
-		if nvrtcErr = bind(h, name, map[string]*uintptr{
-			"nvrtcVersion": &n.version, "nvrtcCreateProgram": &n.create,
-			"nvrtcDestroyProgram": &n.destroy, "nvrtcCompileProgram": &n.compile,
-			"nvrtcGetProgramLogSize": &n.logSize, "nvrtcGetProgramLog": &n.log,
-			"nvrtcGetCUBINSize": &n.cubinSize, "nvrtcGetCUBIN": &n.cubin,
-			"nvrtcGetPTXSize": &n.ptxSize, "nvrtcGetPTX": &n.ptx,
-			"nvrtcGetErrorString": &n.errString,
-		}); nvrtcErr != nil {
-			return
-		}
+	return load(&nvrtcLib, []string{"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}, nvrtcSymbols, &nvrtc, func() error {
 		var major, minor int32
-		if err := nvrtcCheck("nvrtcVersion", ccall(n.version, uintptr(unsafe.Pointer(&major)), uintptr(unsafe.Pointer(&minor)))); err != nil {
-			nvrtcErr = unavailable("%v", err)
-			return
+		if err := nvrtcCheck("nvrtcVersion", ccall(nvrtc.version, uintptr(unsafe.Pointer(&major)), uintptr(unsafe.Pointer(&minor)))); err != nil {
+			return unavailable("%v", err)
 		}
-		n.major, n.minor = int(major), int(minor)
+		nvrtcVer = [2]int{int(major), int(minor)}
+		return nil
 	})
-	return nvrtcErr
 }
 
+// nvrtcCheck turns an nvrtcResult into an error naming call.
 func nvrtcCheck(call string, r uintptr) error {
-	code := int(int32(r))
-	if code == 0 {
-		return nil
-	}
-	e := &Error{Call: call, Code: code, Name: fmt.Sprintf("nvrtcResult %d", code)}
-	if nvrtc.errString != 0 {
-		e.Name = cstr(ccall(nvrtc.errString, r))
-	}
-	return e
+	return libStatus(call, r, "nvrtcResult", nvrtc.errString)
 }
 
 // NVRTCVersion loads NVRTC and returns its version, e.g. (13, 0).
@@ -67,7 +47,7 @@ func NVRTCVersion() (major, minor int, err error) {
 	if err := loadNVRTC(); err != nil {
 		return 0, 0, err
 	}
-	return nvrtc.major, nvrtc.minor, nil
+	return nvrtcVer[0], nvrtcVer[1], nil
 }
 
 // CompileError is a failed NVRTC compilation with its program log.

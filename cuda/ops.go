@@ -7,7 +7,7 @@ import (
 	"github.com/dgq-dev/dgq/codecs"
 )
 
-// Ops launches the shared kernels of this foundation on one device; it
+// Ops launches the package's kernels (KernelFiles) on one device; it
 // compiles each kernel file at first use (through the disk cache).
 type Ops struct {
 	d    *Device
@@ -28,7 +28,7 @@ func (o *Ops) module(file string) (*Module, error) {
 	if m, ok := o.mods[file]; ok {
 		return m, nil
 	}
-	m, err := o.d.CompileShared(file)
+	m, err := o.d.CompileKernel(file)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +63,32 @@ func (o *Ops) gridFor(n int64, block uint32) uint32 {
 		g = 1
 	}
 	return uint32(g)
+}
+
+// stride launches kernel of file as a 1-D grid-stride kernel over n items
+// in groups of 256 threads (gridFor).
+func (o *Ops) stride(file, kernel string, n int64, args ...any) error {
+	m, err := o.module(file)
+	if err != nil {
+		return err
+	}
+	const block = 256
+	return m.Launch(kernel, [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, args...)
+}
+
+// perRow launches kernel of file with one group per row (groups groups, the
+// kernel striding over any further rows) of n values: 1024 threads a group
+// for rows of 8192 values or more, else 256.
+func (o *Ops) perRow(file, kernel string, groups uint32, n int, args ...any) error {
+	m, err := o.module(file)
+	if err != nil {
+		return err
+	}
+	block := uint32(256)
+	if n >= 8192 {
+		block = 1024
+	}
+	return m.Launch(kernel, [3]uint32{groups, 1, 1}, [3]uint32{block, 1, 1}, 0, args...)
 }
 
 const normThreads = 256
@@ -104,22 +130,10 @@ func (o *Ops) dequantQ4(out, codes, scales, biases Ptr, mtx codecs.Matrix) error
 	if mtx.Elements() == 0 {
 		return nil
 	}
-	m, err := o.module("dequant.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
-	grid := o.gridFor(mtx.Rows*mtx.K/2, block)
-	return m.Launch("dequant_q4_f32", [3]uint32{grid, 1, 1}, [3]uint32{block, 1, 1}, 0,
-		codes, scales, biases, out, uint32(mtx.Rows), uint32(mtx.K))
+	return o.stride("dequant.kern", "dequant_q4_f32", mtx.Rows*mtx.K/2, codes, scales, biases, out, uint32(mtx.Rows), uint32(mtx.K))
 }
 
 // WidenBF16 queues dst[i] = f32(src[i]) for n bf16 values.
 func (o *Ops) WidenBF16(dst, src Ptr, n int64) error {
-	m, err := o.module("dequant.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
-	return m.Launch("widen_bf16_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, src, dst, uint64(n))
+	return o.stride("dequant.kern", "widen_bf16_f32", n, src, dst, uint64(n))
 }

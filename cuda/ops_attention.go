@@ -33,7 +33,8 @@ func AttentionScratch(a api.AttentionShape) int64 {
 
 // Attention queues out = softmax(q·kᵀ)·v per head (scale 1, grouped KV heads,
 // the visible keys of api.AttentionShape) in f32: attention.kern's
-// attn_scores_f32, attn_probs_f32 and attn_pv_f32, with the scores and
+// attn_tiles_f32 (the scores), attn_probs_f32 and attn_tiles_f32 again
+// (P·V), with the scores and
 // probabilities in scores (AttentionScratch(a) bytes). The shape must have
 // passed api.CheckAttention.
 func (o *Ops) Attention(out, q, k, v, scores Ptr, a api.AttentionShape) error {
@@ -60,7 +61,7 @@ func (o *Ops) Attention(out, q, k, v, scores Ptr, a api.AttentionShape) error {
 	block := [3]uint32{attnThreads, 1, 1}
 
 	colTiles := uint32((span + attnTile - 1) / attnTile)
-	if err := m.Launch("attn_scores_f32", [3]uint32{colTiles, gy, 1}, block, 0, append([]any{q, k, scores}, shape...)...); err != nil {
+	if err := m.Launch("attn_tiles_f32", [3]uint32{colTiles, gy, 1}, block, 0, append([]any{q, k, scores, uint32(0)}, shape...)...); err != nil {
 		return err
 	}
 	smBlock := uint32(256)
@@ -73,5 +74,5 @@ func (o *Ops) Attention(out, q, k, v, scores Ptr, a api.AttentionShape) error {
 		return err
 	}
 	dimTiles := uint32((a.HeadDim + attnTile - 1) / attnTile)
-	return m.Launch("attn_pv_f32", [3]uint32{dimTiles, gy, 1}, block, 0, append([]any{scores, v, out}, shape...)...)
+	return m.Launch("attn_tiles_f32", [3]uint32{dimTiles, gy, 1}, block, 0, append([]any{scores, v, out, uint32(1)}, shape...)...)
 }

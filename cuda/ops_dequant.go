@@ -66,36 +66,29 @@ func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx co
 	case codecs.Q4:
 		return o.dequantQ4(out, p[0], p[1], p[2], sub)
 	}
-	m, err := o.module("dequant.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
 	rows, k := uint32(sub.Rows), uint32(sub.K)
 	switch f {
 	case codecs.Q8:
-		return m.Launch("dequant_q8_f32", [3]uint32{o.gridFor(count, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			p[0], p[1], out, rows, k)
+		return o.stride("dequant.kern", "dequant_q8_f32", count, p[0], p[1], out, rows, k)
 	case codecs.NVFP4: // one thread per code byte (two values); p[2] is the matrix scales' start
-		return m.Launch("dequant_nvfp4_f32", [3]uint32{o.gridFor(count/2, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			p[0], p[1], p[2], out, rows, k, uint32(r0), uint32(pl.matRows))
+		return o.stride("dequant.kern", "dequant_nvfp4_f32", count/2, p[0], p[1], p[2], out, rows, k, uint32(r0), uint32(pl.matRows))
 	default: // Q5, Q6
-		return m.Launch("dequant_affine_f32", [3]uint32{o.gridFor(count, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			p[0], p[1], p[2], out, rows, k, uint32(f.Bits()))
+		return o.stride("dequant.kern", "dequant_affine_f32", count, p[0], p[1], p[2], out, rows, k, uint32(f.Bits()))
 	}
 }
 
 // Embed queues out[t] = row ids[t] of a stored tensor (format f, dtype dt,
-// geometry mtx, resident at enc in its planar layout) decoded as DequantRows decodes it, times
-// scale rounded to f32, for t < n (dequant.kern's embed_* gathers). ids holds
-// n row indices as f32 values on the device; an id that is not an integer in
-// [0, Rows) gives a row of NaN (nothing is read out of bounds). Raw f32 is
-// also the format of a weight decoded to f32 at upload.
+// geometry mtx, resident at enc in its planar layout) decoded as DequantRows
+// decodes it, times scale rounded to f32, for t < n (dequant.kern's
+// embed_f32 over the dialect's dgq_decode). ids holds n row indices as f32
+// values on the device; an id that is not an integer in [0, Rows) gives a
+// row of NaN (nothing is read out of bounds). Raw f32 is also the format of
+// a weight decoded to f32 at upload.
 func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx codecs.Matrix, n int, scale float32) error {
 	if !CanDequant(f, dt) {
 		return fmt.Errorf("cuda: no device decoder for %s %s", f, dt)
 	}
-	pl, err := planarLayout(f, dt, mtx)
+	dec, err := decoderOf(f, dt, mtx, enc)
 	if err != nil {
 		return err
 	}
@@ -106,34 +99,12 @@ func (o *Ops) Embed(out, ids, enc Ptr, f codecs.Format, dt codecs.DType, mtx cod
 	if total == 0 {
 		return nil
 	}
-	m, err := o.module("dequant.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
-	grid, blk := [3]uint32{o.gridFor(total, block), 1, 1}, [3]uint32{block, 1, 1}
-	rows, k, nn := uint32(mtx.Rows), uint32(mtx.K), uint32(n)
-	p := pl.ptrs(enc, 0)
-	switch f {
-	case codecs.Raw:
-		kernel := map[codecs.DType]string{codecs.BF16: "embed_bf16_f32", codecs.F16: "embed_f16_f32", codecs.F32: "embed_f32"}[dt]
-		return m.Launch(kernel, grid, blk, 0, p[0], ids, out, rows, k, nn, scale)
-	case codecs.Q8:
-		return m.Launch("embed_q8_f32", grid, blk, 0, p[0], p[1], ids, out, rows, k, nn, scale)
-	case codecs.NVFP4:
-		return m.Launch("embed_nvfp4_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, nn, scale, uint32(pl.matRows))
-	default: // Q4, Q5, Q6
-		return m.Launch("embed_affine_f32", grid, blk, 0, p[0], p[1], p[2], ids, out, rows, k, uint32(f.Bits()), nn, scale)
-	}
+	return o.stride("dequant.kern", "embed_f32", total,
+		dec.p[0], dec.p[1], dec.p[2], ids, out, dec.code, dec.bits, uint32(mtx.Rows), uint32(mtx.K), uint32(n), scale, dec.matRows)
 }
 
 // WidenF16 queues dst[i] = f32(src[i]) for n IEEE binary16 values, exact in
 // every bit (NaN payloads included).
 func (o *Ops) WidenF16(dst, src Ptr, n int64) error {
-	m, err := o.module("dequant.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
-	return m.Launch("widen_f16_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, src, dst, uint64(n))
+	return o.stride("dequant.kern", "widen_f16_f32", n, src, dst, uint64(n))
 }

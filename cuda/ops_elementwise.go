@@ -11,18 +11,12 @@ func (o *Ops) elementwise(kernel string, n int64, bufs []Ptr, args ...any) error
 	if n == 0 {
 		return nil
 	}
-	m, err := o.module("elementwise.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
 	all := make([]any, 0, len(bufs)+1+len(args))
 	for _, b := range bufs {
 		all = append(all, b)
 	}
 	all = append(all, uint64(n))
-	all = append(all, args...)
-	return m.Launch(kernel, [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, all...)
+	return o.stride("elementwise.kern", kernel, n, append(all, args...)...)
 }
 
 // AddScale queues x[i] = (x[i] + y[i])·s for n f32 values, sum and product
@@ -61,14 +55,5 @@ func (o *Ops) Softmax(y, x Ptr, rows, n int) error {
 	if rows <= 0 || n <= 0 || rows > 1<<31-1 || n > 1<<31-1 {
 		return fmt.Errorf("cuda: Softmax of %d×%d", rows, n)
 	}
-	m, err := o.module("attention.kern")
-	if err != nil {
-		return err
-	}
-	block := uint32(256)
-	if n >= 8192 {
-		block = 1024
-	}
-	groups := uint32(min(rows, 1<<20))
-	return m.Launch("softmax_f32", [3]uint32{groups, 1, 1}, [3]uint32{block, 1, 1}, 0, x, y, uint32(rows), uint32(n))
+	return o.perRow("attention.kern", "softmax_f32", uint32(min(rows, 1<<20)), n, x, y, uint32(rows), uint32(n))
 }

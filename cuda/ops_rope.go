@@ -27,12 +27,7 @@ func (o *Ops) Softcap(x Ptr, n int64, cap float32) error {
 	if n <= 0 {
 		return nil
 	}
-	m, err := o.module("rope.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
-	return m.Launch("softcap_f32", [3]uint32{o.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0, x, uint64(n), cap)
+	return o.stride("rope.kern", "softcap_f32", n, x, uint64(n), cap)
 }
 
 // RowStats queues, for rows of v f32 logits, the entropy (nats) of
@@ -42,14 +37,5 @@ func (o *Ops) RowStats(logits, entropy, argmax Ptr, rows, v int, temp float32) e
 	if rows <= 0 || v <= 0 || v > 1<<24 || rows > 1<<31-1 {
 		return fmt.Errorf("cuda: RowStats of %d×%d", rows, v)
 	}
-	m, err := o.module("rope.kern")
-	if err != nil {
-		return err
-	}
-	block := uint32(256)
-	if v >= 8192 {
-		block = 1024
-	}
-	return m.Launch("row_stats_f32", [3]uint32{uint32(rows), 1, 1}, [3]uint32{block, 1, 1}, 0,
-		logits, entropy, argmax, uint32(v), temp)
+	return o.perRow("rope.kern", "row_stats_f32", uint32(rows), v, logits, entropy, argmax, uint32(v), temp)
 }

@@ -1,12 +1,10 @@
 package cuda
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/dgq-dev/dgq/codecs"
 	api "github.com/dgq-dev/dgq/runtime/backend"
@@ -123,9 +121,7 @@ func TestEmbedGather(t *testing.T) {
 					t.Errorf("%s %s %d×%d scale %g: %d values differ", fd.f, fd.dt, m.Rows, m.K, scale, bad)
 				}
 			}
-			eb.Free()
-			ib.Free()
-			ob.Free()
+			freeAll(eb, ib, ob)
 		}
 	}
 }
@@ -281,28 +277,6 @@ func TestAttentionLarge(t *testing.T) {
 	}
 }
 
-// timeOp returns the mean wall time of op over reps runs after a warm-up, the
-// queue drained (Sync) around them.
-func timeOp(t *testing.T, b api.Backend, reps int, op func() error) time.Duration {
-	t.Helper()
-	if err := op(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	for range reps {
-		if err := op(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	return time.Since(start) / time.Duration(reps)
-}
-
 // randBuf allocates n values on b filled from gen.
 func randBuf(t *testing.T, b api.Backend, n int, gen func() float32) api.Buf {
 	t.Helper()
@@ -348,7 +322,7 @@ func TestOpsRealShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dt := timeOp(t, b, 5, func() error { return b.Attention(out, q, k, v, a) })
+		dt := moeTime(t, b, 1, 5, func() error { return b.Attention(out, q, k, v, a) })
 		keys := float64(end - a.KeyStart) // computed tiles: about half of it when causal
 		t.Logf("Attention %+v: %v (%.0f GFLOP/s counting every key of the span)", a, dt,
 			4*float64(a.Rows)*float64(a.Heads)*keys*float64(a.HeadDim)/dt.Seconds()/1e9)
@@ -376,7 +350,8 @@ func TestOpsRealShapes(t *testing.T) {
 		if f == codecs.Raw {
 			enc = make([]byte, 2*len(src))
 			for i, x := range src {
-				binary.LittleEndian.PutUint16(enc[2*i:], uint16(math.Float32bits(x)>>16))
+				hi := math.Float32bits(x) >> 16 // bf16 by truncation, little-endian
+				enc[2*i], enc[2*i+1] = byte(hi), byte(hi>>8)
 			}
 		} else {
 			if enc, _, err = codecs.EncodeTensor(f, codecs.F32, m, codecs.Search, Bytes(src)); err != nil {
@@ -388,14 +363,14 @@ func TestOpsRealShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		el := timeOp(t, b, 2, func() error { return b.SoftEmbed(soft, logits, C, w, 53.07) })
+		el := moeTime(t, b, 1, 2, func() error { return b.SoftEmbed(soft, logits, C, w, 53.07) })
 		t.Logf("SoftEmbed %d rows over a %d×%d %s table: %v (%.0f GFLOP/s)", C, Vq, H, f, el, 2*float64(C)*Vq*H/el.Seconds()/1e9)
 		ids := randBuf(t, b, C, func() float32 { return float32(rng.IntN(Vq)) })
 		emb, err := b.Alloc(C * H)
 		if err != nil {
 			t.Fatal(err)
 		}
-		el = timeOp(t, b, 20, func() error { return b.Embed(emb, w, ids, C, 53.07) })
+		el = moeTime(t, b, 1, 20, func() error { return b.Embed(emb, w, ids, C, 53.07) })
 		t.Logf("Embed %d rows of a %s table: %v", C, f, el)
 		ids.Free()
 		emb.Free()
@@ -405,12 +380,12 @@ func TestOpsRealShapes(t *testing.T) {
 	soft.Free()
 
 	x, y := randBuf(t, b, C*H, norm), randBuf(t, b, C*H, norm)
-	t.Logf("AddScale %d: %v", C*H, timeOp(t, b, 50, func() error { return b.AddScale(x, y, C*H, 1) }))
+	t.Logf("AddScale %d: %v", C*H, moeTime(t, b, 1, 50, func() error { return b.AddScale(x, y, C*H, 1) }))
 	g, u := randBuf(t, b, C*4*H, norm), randBuf(t, b, C*4*H, norm)
-	t.Logf("GeluMul %d: %v", C*4*H, timeOp(t, b, 50, func() error { return b.GeluMul(g, u, C*4*H) }))
+	t.Logf("GeluMul %d: %v", C*4*H, moeTime(t, b, 1, 50, func() error { return b.GeluMul(g, u, C*4*H) }))
 	inv := randBuf(t, b, 256, func() float32 { return rng.Float32() })
 	qr := randBuf(t, b, C*16*512, norm)
-	t.Logf("RoPE %d×16×512: %v", C, timeOp(t, b, 50, func() error { return b.RoPE(qr, C, 16, 512, 1000, inv) }))
+	t.Logf("RoPE %d×16×512: %v", C, moeTime(t, b, 1, 50, func() error { return b.RoPE(qr, C, 16, 512, 1000, inv) }))
 	for _, z := range []api.Buf{x, y, g, u, inv, qr} {
 		z.Free()
 	}
@@ -424,8 +399,8 @@ func TestOpsRealShapes(t *testing.T) {
 	for i := range us {
 		us[i] = rng.Float64()
 	}
-	t.Logf("Temper %d×%d: %v", C, V, timeOp(t, b, 10, func() error { return b.Temper(lg, C*V, 1) }))
-	t.Logf("Categorical %d×%d: %v", C, V, timeOp(t, b, 10, func() error { return b.Categorical(out, lg, C, V, us) }))
+	t.Logf("Temper %d×%d: %v", C, V, moeTime(t, b, 1, 10, func() error { return b.Temper(lg, C*V, 1) }))
+	t.Logf("Categorical %d×%d: %v", C, V, moeTime(t, b, 1, 10, func() error { return b.Categorical(out, lg, C, V, us) }))
 	lg.Free()
 	out.Free()
 }

@@ -89,6 +89,62 @@ func (p planar) ptrs(base Ptr, r0 int64) [3]Ptr {
 	return q
 }
 
+// PlaneOffsets returns the byte offsets, from the start of a resident tensor
+// of format f, dtype dt and geometry m, of its planes in the order above
+// (codes, then the formats' parameter planes; 0 for a plane the format does
+// not have).
+func PlaneOffsets(f codecs.Format, dt codecs.DType, m codecs.Matrix) ([3]int64, error) {
+	p, err := planarLayout(f, dt, m)
+	return p.off, err
+}
+
+// Format codes of the dialect's dgq_decode (DGQ_FMT_* in
+// runtime/kernels/common.h).
+const (
+	fmtF32 uint32 = iota
+	fmtBF16
+	fmtF16
+	fmtQ8
+	fmtAffine
+	fmtNVFP4
+)
+
+// decoder is a resident tensor as dgq_decode reads it: its format code, the
+// bits of an affine format, its plane addresses and the rows of one of its
+// matrices (nvfp4's matrix scales; 1 where unused).
+type decoder struct {
+	code, bits uint32
+	p          [3]Ptr
+	matRows    uint32
+}
+
+// decoderOf returns the decoder of a tensor of format f, dtype dt and
+// geometry m resident at base (raw f32 also for a weight decoded at upload).
+func decoderOf(f codecs.Format, dt codecs.DType, m codecs.Matrix, base Ptr) (decoder, error) {
+	pl, err := planarLayout(f, dt, m)
+	if err != nil {
+		return decoder{}, err
+	}
+	d := decoder{p: pl.ptrs(base, 0), matRows: 1}
+	switch {
+	case f == codecs.Raw && dt == codecs.F32:
+		d.code = fmtF32
+	case f == codecs.Raw && dt == codecs.BF16:
+		d.code = fmtBF16
+	case f == codecs.Raw && dt == codecs.F16:
+		d.code = fmtF16
+	case f == codecs.Q8:
+		d.code = fmtQ8
+	case f == codecs.Q4 || f == codecs.Q5 || f == codecs.Q6:
+		d.code, d.bits = fmtAffine, uint32(f.Bits())
+	case f == codecs.NVFP4:
+		d.code, d.matRows = fmtNVFP4, uint32(pl.matRows)
+	default:
+		return decoder{}, fmt.Errorf("cuda: no device decoder for %s %s", f, dt)
+	}
+	return d, nil
+}
+
 // ResidentSize is the size in bytes of the resident (planar) form of a
 // tensor of format f, dtype dt and geometry m: what UploadTensor allocates
 // (at least 4 bytes).
@@ -183,31 +239,25 @@ func (o *Ops) Relayout(dst, src Ptr, f codecs.Format, dt codecs.DType, m codecs.
 	if f == codecs.Raw || n*m.K == 0 {
 		return nil
 	}
-	mod, err := o.module("relayout.kern")
-	if err != nil {
-		return err
-	}
-	const block = 256
 	q := p.ptrs(dst, r0)
 	rows, k := uint32(n), uint32(m.K)
 	switch f {
 	case codecs.Q8:
-		return mod.Launch("relayout_q8", [3]uint32{o.gridFor(n*m.K, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			src, q[0], q[1], rows, k)
+		return o.stride("relayout.kern", "relayout_q8", n*m.K, src, q[0], q[1], rows, k)
 	case codecs.NVFP4:
-		return mod.Launch("relayout_nvfp4", [3]uint32{o.gridFor(n*p.l.RowBytes, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			src, q[0], q[1], q[2], rows, k, uint32(r0), uint32(p.matRows), uint64(base))
+		return o.stride("relayout.kern", "relayout_nvfp4", n*p.l.RowBytes, src, q[0], q[1], q[2], rows, k, uint32(r0),
+			uint32(p.matRows), uint64(base))
 	default: // Q4, Q5, Q6
-		return mod.Launch("relayout_affine", [3]uint32{o.gridFor(n*p.row[0], block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			src, q[0], q[1], q[2], rows, k, uint32(f.Bits()))
+		return o.stride("relayout.kern", "relayout_affine", n*p.row[0], src, q[0], q[1], q[2], rows, k, uint32(f.Bits()))
 	}
 }
 
 // Upload staging. Chunks travel through two pinned host buffers (filled by
 // parallel copies, so that the host copy of one chunk overlaps the DMA of
 // the previous one) into two device staging buffers; where pinned memory
-// cannot be had (or DGQ_CUDA_UPLOAD=pageable), each chunk is copied straight
-// from the caller's memory (the driver stages pageable memory itself).
+// cannot be had (or SetUploadChunk turned it off), each chunk is copied
+// straight from the caller's memory (the driver stages pageable memory
+// itself).
 
 // defaultChunk is the staging chunk of an upload.
 const defaultChunk = 64 << 20
@@ -387,12 +437,7 @@ func (d *Device) allocHost(n int64) (uintptr, error) {
 
 // freeHost releases memory of allocHost after the queued work.
 func (d *Device) freeHost(p uintptr) error {
-	return d.do(func() error {
-		if err := check("cuStreamSynchronize", ccall(drv.cuStreamSynchronize, d.stream)); err != nil {
-			return err
-		}
-		return check("cuMemFreeHost", ccall(drv.cuMemFreeHost, p))
-	})
+	return d.afterStream("cuMemFreeHost", drv.cuMemFreeHost, p)
 }
 
 // copyHtoDAsync queues a copy of n bytes of pinned host memory at src to dst.

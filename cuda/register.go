@@ -12,23 +12,36 @@ import (
 // nothing; the libraries are opened when the backend is.
 func init() { api.Register("cuda", openRegistered) }
 
-// openRegistered opens device 0 and a backend on it that owns the device.
-// Without a usable GPU the error wraps both api.ErrUnavailable
-// and ErrUnavailable, in one line.
+// openRegistered opens device 0 and a backend on it that owns the device,
+// with the Options of the config (optionsFor). Without a usable GPU the
+// error wraps both api.ErrUnavailable and ErrUnavailable, in one
+// line.
 func openRegistered(c api.Config) (api.Backend, error) {
-	o := BackendOptions{}
-	switch c.Precision {
-	case "", "f32":
-	case "bf16":
-		o.Precision = PrecisionBF16
-	default:
-		return nil, fmt.Errorf("%w: cuda precision %q (valid: f32, bf16)", api.ErrUnknown, c.Precision)
+	o, err := optionsFor(c)
+	if err != nil {
+		return nil, err
 	}
 	d, err := Open()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", api.ErrUnavailable, err)
 	}
-	return &ownedBackend{Backend: NewBackend(d, o), d: d}, nil
+	b, err := NewBackend(d, o)
+	if err != nil {
+		return nil, errors.Join(err, d.Close())
+	}
+	return &ownedBackend{Backend: b, d: d}, nil
+}
+
+// optionsFor maps a runtime backend config to Options: its precision ("" or
+// "f32", "bf16"), every kernel at its default for that precision.
+func optionsFor(c api.Config) (Options, error) {
+	switch c.Precision {
+	case "", "f32":
+		return Options{Precision: PrecisionF32}, nil
+	case "bf16":
+		return Options{Precision: PrecisionBF16}, nil
+	}
+	return Options{}, fmt.Errorf("%w: cuda precision %q (valid: f32, bf16)", api.ErrUnknown, c.Precision)
 }
 
 // ownedBackend closes its device with itself.

@@ -261,7 +261,7 @@ func TestUploadRealShape(t *testing.T) {
 		total += e.Size
 	}
 	for _, pinned := range []bool{true, false} {
-		b := NewBackend(d, BackendOptions{})
+		b := Backend(d)
 		b.(*backend).ops.SetUploadChunk(0, pinned)
 		ws := make([]api.Weight, 0, len(plan.Entries))
 		start := time.Now()

@@ -1,8 +1,9 @@
 // Fast (PrecisionBF16) kernels of the CUDA backend: q4 grouped expert GEMMs
 // on the tensor cores (mma.sync m16n8k16 f16, f32 accumulation), the f16
 // packing of their activations, the fast path's tile table and combine, and
-// the bf16 narrowing of matMulFast. CUDA-specific (NVRTC, sm_80 or later,
-// no includes); docs/cuda.md, "MoE", describes the design.
+// the bf16 narrowing of matMulFast. CUDA-specific (NVRTC, sm_80 or later),
+// compiled after the CUDA prelude and the dialect's common include
+// (cuda/kernels.go); docs/cuda.md, "MoE", describes the design.
 //
 // Arithmetic. A q4 weight is w = f32(code·δ) + m per group of 32
 // (docs/codecs.md), δ (delta, "scale") and m (min, "bias") bf16 in the
@@ -50,22 +51,20 @@
 // table: one expert's run of at most BMT pairs, 128-row slice of that
 // expert's weight): the block streams its 128 weight rows over the whole
 // reduction width once, in chunks of BKG groups of 32, with cp.async into a
-// STAGES-deep ring in shared memory (codes 16 B per row and group, the
-// bf16 deltas and mins, converted to fp16 once staged, and the pairs' packed
-// activations gathered by token),
-// and every warp reuses each staged chunk for all of its pairs. Warp w owns
-// weight rows 32·(w mod 4) … +31 (two m16 tiles) and pairs 8·TPW·(w div 4)
-// … (TPW n8 tiles); it decodes its A fragments once per group and runs them
-// against each of its n8 tiles that holds pairs. gate/up: the block covers
-// output columns 64·x … +63; m16 tile j of the block holds the gate rows of
-// 8 columns (rows 0–7) and their up rows (8–15), so c0/c2 (c1/c3) are gate
-// and up of one (column, pair) and gelu(gate)·up is formed in registers.
-// down / dense: the block covers columns 128·x … +127, row r = column.
-
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+// STAGES-deep ring in shared memory (per chunk the rows' codes, 16 B per row
+// and group, one row per lane; their bf16 deltas and mins in 4-byte copies,
+// rounded to fp16 when a warp reads them; and the pairs' packed activations
+// gathered by token), and every warp reuses each staged chunk for all of its
+// pairs. Warp w owns weight rows 32·(w mod 4) … +31 (two m16 tiles) and
+// pairs 8·TPW·(w div 4) … (TPW n8 tiles); it decodes its A fragments once
+// per group and runs them against each of its n8 tiles that holds pairs.
+// gate/up: the block covers output columns 64·x … +63; m16 tile j of the
+// block holds the gate rows of 8 columns (rows 0–7) and their up rows
+// (8–15), so c0/c2 (c1/c3) are gate and up of one (column, pair) and
+// gelu(gate)·up (the common include's dgq_moe_gelu_mul) is formed in
+// registers. down / dense: the block covers columns 128·x … +127, row r =
+// column. The development harness (cuda/internal/dev) holds an alternative
+// generation of this GEMM, built on the helpers below.
 
 __device__ __forceinline__ u32 umin32(u32 a, u32 b) { return a < b ? a : b; }
 
@@ -86,24 +85,14 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
 	asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
 	return (u32)a;
 }
-// cp.async of 16 bytes (L2 only; cp_async16z reads the first `bytes` and
-// zero-fills the rest) and of 4 bytes of which the first `bytes` (4 or 2)
-// are read.
+// cp.async of 16 bytes (L2 only) and of 4 bytes of which the first `bytes`
+// (4 or 2) are read.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, u32 bytes) {
 	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void cp_async16z(void* dst, const void* src, u32 bytes) {
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ u32 dyn_smem_size() {
-	u32 n;
-	asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
-	return n;
-}
-__device__ __forceinline__ void trap_now() { asm volatile("trap;"); }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -143,12 +132,9 @@ __device__ __forceinline__ u32 pack_f16x2(float lo, float hi) {
 	return d;
 }
 // fp16 bits of the bf16 value with bits b (low 16 bits), round to nearest
-// even (the q4 parameters' staging: see Arithmetic above).
-__device__ __forceinline__ u32 bf2h(u32 b) {
-	u16 h;
-	asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(__uint_as_float((b & 0xffffu) << 16)));
-	return h;
-}
+// even (the q4 parameters' staging: see Arithmetic above), with the
+// prelude's conversions.
+__device__ __forceinline__ u32 bf2h(u32 b) { return F32_TO_F16(BF16_TO_F32((u16)b)); }
 // bf16 of f, round to nearest even.
 __device__ __forceinline__ u16 f2bf16(float f) {
 	u16 h;
@@ -161,21 +147,8 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], u32 a0, u32 a1, u32 a2, u
 	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-	return v;
-}
 
 // END PTX
-
-// gelu(g)·u as router.kern's moe_gelu_mul.
-__device__ __forceinline__ float gelu_mul(float g, float u) {
-	float g3 = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, g), g), g);
-	float y = __fmul_rn(0.7978845608028654f, __fadd_rn(g, g3));
-	float gel = g / __fadd_rn(1.0f, expf(__fmul_rn(-2.0f, y)));
-	return __fmul_rn(gel, u);
-}
 
 // moe_pack_f16: rows × kd f32 (kd % 8 == 0, rows 16-byte aligned) → dst fp16
 // in the permuted run order above, scaled by 2^e per row, and inv[row] =
@@ -195,7 +168,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_pack_f16(const float* __re
 			m = fmaxf(m, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
 			m = fmaxf(m, fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
 		}
-		m = warp_max(m);
+		m = SIMD_MAX(m);
 		u32 mb = __float_as_uint(m);
 		int e = 0;
 		if (mb != 0u && mb < 0x7f800000u) {
@@ -286,25 +259,6 @@ extern "C" __global__ void moe_combine4_f32(const float* __restrict__ y, float* 
 #define MODE_DOWN 1   // y[slot][n] = acc·wts[slot], weight Down [E·nout][kd], A rows = pairs
 #define MODE_DENSE 2  // c[r][n] = acc, weight [nout][kd], A rows = rows
 
-// Block geometry: 128·WT threads; warps 4 (rows) × WT (pairs); TPW n8 tiles
-// of pairs per warp; BKG groups of 32 per chunk; STAGES chunks in the ring.
-// Dynamic shared memory: the ring, then the block's scales and biases for
-// the whole width (q4_sb_len halves per run of rows and plane).
-template <int WT, int TPW, int BKG, int STAGES>
-struct Q4Geo {
-	static constexpr int NT = 128 * WT;
-	static constexpr int BMT = 8 * TPW * WT;  // pairs per block (the table's bm)
-	static constexpr u32 WB = BKG * 128 * 16; // codes: [group][row][16 B]
-	static constexpr u32 AB = BKG * BMT * 64; // activations: [group][pair][64 B]
-	static constexpr u32 STAGE = WB + AB;
-	static constexpr u32 RING = STAGE * STAGES;
-};
-
-// Halves staged per run of sbr weight rows of g groups and per plane: the
-// run's sbr·g scales (or biases) from a 16-byte aligned start (up to 7
-// halves before the run) in whole 16-byte pieces.
-__device__ __forceinline__ u32 q4_sb_len(u32 sbr, u32 g) { return ((sbr * g + 14u) >> 3) << 3; }
-
 // Weight row of block row r (0…127) and whether its column exists; a
 // missing column reads row 0 of the expert's (or dense) weight instead.
 template <int MODE>
@@ -334,56 +288,23 @@ __device__ __forceinline__ void q4_dq(u32 w, u32 s2, u32 b2, u32& r04, u32& r15,
 	r37 = hfma2(hsub2((w8 & 0x00F000F0u) | M1, M1), s2, b2);
 }
 
-// One staged chunk for one warp: groups gi < BKG (gi < gv unless FULL) of
-// the chunk starting at group g0, against the warp's first NTL n8 tiles of
-// pairs. sw/sa: the chunk's codes and activations; sbs/sbb: the staged
-// scales and biases, base[rb][h] the index of row wr0 + 16·rb + g + 8·h's
-// group 0 there.
-template <int NTL, bool FULL, int TPW, int BKG, int BMT>
-__device__ __forceinline__ void q4_chunk(const u8* sw, const u8* sa, const u16* sbs, const u16* sbb,
-                                         const u32 (&base)[2][2], u32 g0, u32 gv, u32 wr0, u32 tb, u32 g, u32 q,
-                                         float (&acc)[2][TPW][4]) {
+// q4_fragments decodes group gi of a staged chunk sw ([group][row][16 B]
+// codes) into the warp's A fragments af[rb][step][reg] for weight rows r =
+// wr0 + 16·rb + g and r + 8: lane q's code word of each row, and sb(rb, h,
+// scale, bias) giving the fp16x2 scale and bias of row r + 8h (broadcast to
+// both halves) from wherever the generation staged them.
+template <class SB>
+__device__ __forceinline__ void q4_fragments(const u8* sw, u32 gi, u32 q, u32 wr0, u32 g, SB sb, u32 (&af)[2][2][4]) {
 #pragma unroll
-	for (int gi = 0; gi < BKG; gi++) {
-		if (!FULL && (u32)gi >= gv) break;
-		u32 af[2][2][4]; // [rb][step][reg]
-#pragma unroll
-		for (int rb = 0; rb < 2; rb++) {
-			u32 r = wr0 + 16u * rb + g;
-			const u8* cw = sw + (u32)gi * 2048u + 4u * q;
-			u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
-			u32 ia = base[rb][0] + g0 + (u32)gi, ib = base[rb][1] + g0 + (u32)gi;
-			u32 sa2 = lds16((const u8*)(sbs + ia)) * 0x10001u;
-			u32 ba2 = lds16((const u8*)(sbb + ia)) * 0x10001u;
-			u32 sb2 = lds16((const u8*)(sbs + ib)) * 0x10001u;
-			u32 bb2 = lds16((const u8*)(sbb + ib)) * 0x10001u;
-			q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
-			q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
-		}
-		const u8* ag = sa + (u32)gi * (u32)(BMT * 64) + 16u * q + (tb + g) * 64u;
-#pragma unroll
-		for (int tt = 0; tt < NTL; tt++) {
-			v4u32 v = lds128(ag + 512u * tt);
-#pragma unroll
-			for (int rb = 0; rb < 2; rb++) {
-				mma_f16(acc[rb][tt], af[rb][0][0], af[rb][0][1], af[rb][0][2], af[rb][0][3], v.x, v.y);
-				mma_f16(acc[rb][tt], af[rb][1][0], af[rb][1][1], af[rb][1][2], af[rb][1][3], v.z, v.w);
-			}
-		}
-	}
-}
-
-// q4_chunk for the warp's nt (1 … K) tiles, chosen at run time.
-template <int K, bool FULL, int TPW, int BKG, int BMT>
-__device__ __forceinline__ void q4_chunk_nt(u32 nt, const u8* sw, const u8* sa, const u16* sbs, const u16* sbb,
-                                            const u32 (&base)[2][2], u32 g0, u32 gv, u32 wr0, u32 tb, u32 g, u32 q,
-                                            float (&acc)[2][TPW][4]) {
-	if constexpr (K >= 1) {
-		if (nt == (u32)K) {
-			q4_chunk<K, FULL, TPW, BKG, BMT>(sw, sa, sbs, sbb, base, g0, gv, wr0, tb, g, q, acc);
-			return;
-		}
-		q4_chunk_nt<K - 1, FULL, TPW, BKG, BMT>(nt, sw, sa, sbs, sbb, base, g0, gv, wr0, tb, g, q, acc);
+	for (int rb = 0; rb < 2; rb++) {
+		u32 r = wr0 + 16u * rb + g;
+		const u8* cw = sw + gi * 2048u + 4u * q;
+		u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
+		u32 sa2, ba2, sb2, bb2;
+		sb(rb, 0, sa2, ba2);
+		sb(rb, 1, sb2, bb2);
+		q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
+		q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
 	}
 }
 
@@ -415,7 +336,7 @@ __device__ __forceinline__ void q4_store(const float (&acc)[2][TPW][4], u32 nt, 
 					u32 col = n0 + 8u * ((wr0 >> 4) + (u32)rb) + g;
 					if (col < nout)
 						out[(u64)(p0 + t) * nout + col] =
-						    gelu_mul(__fmul_rn(acc[rb][tt][h], iv), __fmul_rn(acc[rb][tt][2 + h], iv));
+						    dgq_moe_gelu_mul(__fmul_rn(acc[rb][tt][h], iv), __fmul_rn(acc[rb][tt][2 + h], iv));
 				}
 			} else {
 				u64 orow;
@@ -443,117 +364,55 @@ __device__ __forceinline__ void q4_store(const float (&acc)[2][TPW][4], u32 nt, 
 	}
 }
 
-// q4_gemm: see the file comment. codes/scales/biases: the q4 planes of a
-// weight of wrows rows × kd (kd % 32 == 0); A: packed fp16 activations with
-// row scalings ainv; MODE_GATEUP reads A row pairs[p]/topk for pair p,
-// MODE_DOWN row p, MODE_DENSE row m0 + t (m rows, blockIdx.y = rows
-// BMT·y …). out: z [pairs][nout], y [slots][nout] or c [m][nout].
-template <int MODE, int WT, int TPW, int BKG, int STAGES>
-__device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
-	typedef Q4Geo<WT, TPW, BKG, STAGES> Geo;
-	constexpr int NT = Geo::NT, BMT = Geo::BMT;
-	constexpr u32 WB = Geo::WB, STAGE = Geo::STAGE, RING = Geo::RING;
-	constexpr u32 NRUN = MODE == MODE_GATEUP ? 2u : 1u, SBR = MODE == MODE_GATEUP ? 64u : 128u;
-	MOE_DYN_SMEM(smem);
-	MOE_SMEM(u32, trow, BMT);
-	MOE_SMEM(float, tinv, BMT);
+// Pieces every generation of the q4 GEMM shares (the development harness
+// holds another, cuda/internal/dev).
 
-	u32 ex = 0u, p0, cnt;
+// Q4_BLOCK starts a q4 GEMM's body: it declares the pairs' rows of A and
+// their scalings in shared memory (trow, tinv; q4_pair_rows fills them),
+// finds the block's pairs (ex, p0, cnt: q4_block_pairs; a block past the
+// end returns), and declares a thread's ids and the GEMM's sizes: tid,
+// lane, warp, g = lane/4, q = lane%4; G groups of 32 over kd, nch chunks of
+// BKG groups, n0 the block's first output column, rowBytes of a weight
+// row's codes, halves per delta/min plane.
+#define Q4_BLOCK(MODE, BMT, BKG)                                                                                   \
+	MOE_SMEM(u32, trow, BMT);                                                                                  \
+	MOE_SMEM(float, tinv, BMT);                                                                                \
+	u32 ex, p0, cnt;                                                                                           \
+	if (!q4_block_pairs<MODE, BMT>(tiles, m, ex, p0, cnt)) return;                                             \
+	const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;                                            \
+	const u32 g = lane >> 2, q = lane & 3u;                                                                    \
+	const u32 G = kd >> 5;                                                                                     \
+	const u32 nch = (G + BKG - 1u) / BKG;                                                                      \
+	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);                                            \
+	const u64 rowBytes = (u64)kd >> 1;                                                                         \
+	const u64 halves = (u64)wrows * G
+
+// q4_block_pairs finds the block's pairs: entry blockIdx.y of the tile
+// table (expert ex, first pair p0, count cnt), or for MODE_DENSE the rows
+// BMT·blockIdx.y … of m; false for a block past the end.
+template <int MODE, int BMT>
+__device__ __forceinline__ bool q4_block_pairs(const u32* __restrict__ tiles, u32 m, u32& ex, u32& p0, u32& cnt) {
+	ex = 0u;
 	if (MODE == MODE_DENSE) {
 		p0 = blockIdx.y * (u32)BMT;
-		if (p0 >= m) return;
+		if (p0 >= m) return false;
 		cnt = umin32((u32)BMT, m - p0);
-	} else {
-		// The entry is read with the count (the table's storage has room for
-		// every block of the grid).
-		u32 tile = blockIdx.y;
-		u32 T = tiles[0];
-		ex = tiles[1u + 3u * tile];
-		p0 = tiles[2u + 3u * tile];
-		cnt = tiles[3u + 3u * tile];
-		if (tile >= T) return;
+		return true;
 	}
-	const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-	const u32 g = lane >> 2, q = lane & 3u;
-	const u32 G = kd >> 5;
-	const u32 nch = (G + BKG - 1u) / BKG;
-	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);
-	const u64 rowBytes = (u64)kd >> 1;
-	const u64 halves = (u64)wrows * G; // 16-bit values per delta/min plane
-	const u32 LEN = q4_sb_len(SBR, G);
-	if (dyn_smem_size() < RING + 2u * NRUN * LEN * 2u) trap_now();
-	u16* sbs = (u16*)(smem + RING);
-	u16* sbb = sbs + NRUN * LEN;
+	u32 tile = blockIdx.y;
+	if (tile >= tiles[0]) return false;
+	ex = tiles[1u + 3u * tile];
+	p0 = tiles[2u + 3u * tile];
+	cnt = tiles[3u + 3u * tile];
+	return true;
+}
 
-	// First weight row of run j (gate / up rows of the block's columns, or
-	// its rows) and the staged index of each lane row's group 0.
-	auto run0 = [&](u32 j) -> u64 {
-		if (MODE == MODE_GATEUP) return (u64)ex * 2u * nout + (u64)j * nout + n0;
-		if (MODE == MODE_DOWN) return (u64)ex * nout + n0;
-		return (u64)n0;
-	};
-	const u32 wr0 = (warp & 3u) * 32u;
-	u32 base[2][2];
-#pragma unroll
-	for (int rb = 0; rb < 2; rb++)
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			u32 r = wr0 + 16u * rb + g + 8u * h;
-			u32 j = MODE == MODE_GATEUP ? (u32)h : 0u;
-			u32 rin = MODE == MODE_GATEUP ? 8u * (r >> 4) + g : r;
-			base[rb][h] = j * LEN + (u32)((run0(j) * G) & 7u) + rin * G;
-		}
-
-	// Stagers of chunk c into ring slot st: the weight rows' codes (lanes
-	// along a row's 16-byte groups) and the pairs' activations.
-	auto load_w = [&](u32 c, u32 st) {
-		u8* sw = smem + st * STAGE;
-		const u32 g0 = c * BKG;
-		const u32 gv = umin32(BKG, G - g0);
-#pragma unroll
-		for (int i = 0; i < 128 * BKG / NT; i++) {
-			u32 ci = tid + (u32)(i * NT);
-			u32 r = ci / BKG, gi = ci % BKG;
-			bool ok;
-			u64 wr = q4_wrow<MODE>(r, ex, n0, nout, ok);
-			if (gi < gv) cp_async16(sw + gi * 2048u + r * 16u, codes + wr * rowBytes + (u64)(g0 + gi) * 16u);
-		}
-	};
-	auto load_a = [&](u32 c, u32 st) {
-		u8* sa = smem + st * STAGE + WB;
-		const u32 g0 = c * BKG;
-		const u32 gv = umin32(BKG, G - g0);
-		constexpr int CPT = 4 * BKG; // 16-byte chunks per pair and chunk
-#pragma unroll
-		for (int i = 0; i < BMT * CPT / NT; i++) {
-			u32 ci = tid + (u32)(i * NT);
-			u32 t = ci / CPT, j = ci % CPT;
-			u32 gi = j >> 2;
-			if (t < cnt && gi < gv)
-				cp_async16(sa + gi * (u32)(BMT * 64) + t * 64u + (j & 3u) * 16u,
-				           A + (u64)trow[t] * kd + (u64)g0 * 32u + j * 8u);
-		}
-	};
-
-	// Prologue, one commit group: the scales and biases of every run and
-	// the codes of chunks 0 … STAGES−2 (which need no table), then, once the
-	// pairs' rows are known, their activations.
-#pragma unroll
-	for (u32 j = 0; j < NRUN; j++) {
-		u64 h0 = run0(j) * G, a0 = h0 & ~(u64)7u;
-		u32 np = (u32)((h0 - a0 + (u64)SBR * G + 7u) >> 3);
-		for (u32 pc = tid; pc < 2u * np; pc += NT) {
-			u32 pl = pc >= np ? 1u : 0u, pi = pc - pl * np;
-			u64 src = a0 + 8u * (u64)pi;
-			if (src < halves) {
-				u64 rem = 2u * (halves - src);
-				cp_async16z((pl ? sbb : sbs) + j * LEN + 8u * pi, (pl ? biases : scales) + src, rem < 16u ? (u32)rem : 16u);
-			}
-		}
-	}
-#pragma unroll
-	for (int s = 0; s < STAGES - 1; s++)
-		if ((u32)s < nch) load_w((u32)s, (u32)s);
+// q4_pair_rows fills trow and tinv: the row of A of each of the block's
+// pairs (token pairs[p]/topk for gate/up, else the pair) and its scaling
+// (0 past cnt).
+template <int MODE, int BMT, int NT>
+__device__ __forceinline__ void q4_pair_rows(u32* trow, float* tinv, u32 tid, u32 cnt, u32 p0, const u32* __restrict__ pairs,
+                                             u32 topk, const float* __restrict__ ainv) {
 	for (u32 t = tid; t < (u32)BMT; t += NT) {
 		u32 row = 0u;
 		float iv = 0.0f;
@@ -564,62 +423,43 @@ __device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
 		trow[t] = row;
 		tinv[t] = iv;
 	}
-	block_sync(); // trow
-#pragma unroll
-	for (int s = 0; s < STAGES - 1; s++)
-		if ((u32)s < nch) load_a((u32)s, (u32)s);
-#pragma unroll
-	for (int s = 0; s < STAGES - 1; s++) cp_async_commit();
+}
 
-	const u32 tb = (warp >> 2) * (u32)(8 * TPW);
-	const u32 nt = tb < cnt ? umin32((u32)TPW, (cnt - tb + 7u) >> 3) : 0u;
-	float acc[2][TPW][4];
+// q4_load_a stages chunk c's activations of the block's pairs (rows trow of
+// A) into sa, [group][pair][64 B]: 4·BKG 16-byte pieces a pair.
+template <int BKG, int BMT, int NT>
+__device__ __forceinline__ void q4_load_a(u8* sa, u32 c, u32 G, u32 tid, u32 cnt, const u32* trow, const u16* __restrict__ A,
+                                          u32 kd) {
+	const u32 g0 = c * BKG;
+	const u32 gv = umin32(BKG, G - g0);
+	constexpr int CPT = 4 * BKG; // 16-byte chunks per pair and chunk
+#pragma unroll
+	for (int i = 0; i < BMT * CPT / NT; i++) {
+		u32 ci = tid + (u32)(i * NT);
+		u32 t = ci / CPT, j = ci % CPT;
+		u32 gi = j >> 2;
+		if (t < cnt && gi < gv)
+			cp_async16(sa + gi * (u32)(BMT * 64) + t * 64u + (j & 3u) * 16u, A + (u64)trow[t] * kd + (u64)g0 * 32u + j * 8u);
+	}
+}
+
+// q4_zero clears a warp's accumulators.
+template <int TPW>
+__device__ __forceinline__ void q4_zero(float (&acc)[2][TPW][4]) {
 #pragma unroll
 	for (int rb = 0; rb < 2; rb++)
 #pragma unroll
 		for (int tt = 0; tt < TPW; tt++)
 #pragma unroll
 			for (int i = 0; i < 4; i++) acc[rb][tt][i] = 0.0f;
-
-	for (u32 c = 0; c < nch; c++) {
-		cp_async_wait<STAGES - 2>();
-		block_sync();
-		if (c == 0u) {
-			// The prologue's group (the deltas and mins of every run) has
-			// landed: round them to fp16 in place (sbb follows sbs).
-			for (u32 i = tid; i < 2u * NRUN * LEN; i += NT) sbs[i] = (u16)bf2h(sbs[i]);
-			block_sync();
-		}
-		{
-			u32 cn = c + STAGES - 1u;
-			if (cn < nch) {
-				load_w(cn, cn % STAGES);
-				load_a(cn, cn % STAGES);
-			}
-			cp_async_commit();
-		}
-		if (nt == 0u) continue;
-		const u8* sw = smem + (c % STAGES) * STAGE;
-		const u8* sa = sw + WB;
-		const u32 g0 = c * BKG;
-		const u32 gv = umin32(BKG, G - g0);
-		if (gv == (u32)BKG)
-			q4_chunk_nt<TPW, true, TPW, BKG, BMT>(nt, sw, sa, sbs, sbb, base, g0, gv, wr0, tb, g, q, acc);
-		else
-			q4_chunk_nt<TPW, false, TPW, BKG, BMT>(nt, sw, sa, sbs, sbb, base, g0, gv, wr0, tb, g, q, acc);
-	}
-	cp_async_wait<0>();
-	if (nt == 0u) return;
-
-	q4_store<MODE, TPW>(acc, nt, tb, cnt, p0, n0, wr0, g, q, tinv, pairs, wts, out, nout);
 }
 
-// The first version of the GEMM (DGQ_MOE_Q4=v1; run on the H200): the same
-// block, warp and fragment layout, with the scales and biases staged per
-// chunk (4-byte copies, 3 words a row and plane for BKG = 4) and the codes
-// copied one row per lane.
+// Block geometry: 128·WT threads; warps 4 (rows) × WT (pairs); TPW n8 tiles
+// of pairs per warp; BKG groups of 32 per chunk; STAGES chunks in the ring,
+// each holding the chunk's codes, the rows' scale and bias words (3 a row
+// and plane for BKG = 4) and the pairs' activations.
 template <int WT, int TPW, int BKG, int STAGES>
-struct Q4GeoV1 {
+struct Q4Geo {
 	static constexpr int NT = 128 * WT;
 	static constexpr int BMT = 8 * TPW * WT;     // pairs per block (the table's bm)
 	static constexpr int SBW = BKG / 2 + 1;      // u32 words of scales (and of biases) per row and chunk
@@ -630,45 +470,19 @@ struct Q4GeoV1 {
 	static constexpr u32 SMEM = STAGE * STAGES;
 };
 
+// q4_gemm: see the file comment. codes/scales/biases: the q4 planes of a
+// weight of wrows rows × kd (kd % 32 == 0); A: packed fp16 activations with
+// row scalings ainv; MODE_GATEUP reads A row pairs[p]/topk for pair p,
+// MODE_DOWN row p, MODE_DENSE row m0 + t (m rows, blockIdx.y = rows
+// BMT·y …). out: z [pairs][nout], y [slots][nout] or c [m][nout].
 template <int MODE, int WT, int TPW, int BKG, int STAGES>
-__device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
-	typedef Q4GeoV1<WT, TPW, BKG, STAGES> Geo;
+__device__ __forceinline__ void q4_gemm(Q4_PARAMS) {
+	typedef Q4Geo<WT, TPW, BKG, STAGES> Geo;
 	constexpr int NT = Geo::NT, BMT = Geo::BMT, SBW = Geo::SBW;
 	constexpr u32 WB = Geo::WB, SB = Geo::SB, STAGE = Geo::STAGE;
 	MOE_DYN_SMEM(smem);
-	MOE_SMEM(u32, trow, BMT);
-	MOE_SMEM(float, tinv, BMT);
-
-	u32 ex = 0u, p0, cnt;
-	if (MODE == MODE_DENSE) {
-		p0 = blockIdx.y * (u32)BMT;
-		if (p0 >= m) return;
-		cnt = umin32((u32)BMT, m - p0);
-	} else {
-		u32 tile = blockIdx.y;
-		if (tile >= tiles[0]) return;
-		ex = tiles[1u + 3u * tile];
-		p0 = tiles[2u + 3u * tile];
-		cnt = tiles[3u + 3u * tile];
-	}
-	const u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-	const u32 g = lane >> 2, q = lane & 3u;
-	const u32 G = kd >> 5;
-	const u32 nch = (G + BKG - 1u) / BKG;
-	const u32 n0 = blockIdx.x * (MODE == MODE_GATEUP ? 64u : 128u);
-	const u64 rowBytes = (u64)kd >> 1;
-	const u64 halves = (u64)wrows * G; // 16-bit values per delta/min plane
-
-	for (u32 t = tid; t < (u32)BMT; t += NT) {
-		u32 row = 0u;
-		float iv = 0.0f;
-		if (t < cnt) {
-			row = MODE == MODE_GATEUP ? pairs[p0 + t] / topk : p0 + t;
-			iv = ainv[row];
-		}
-		trow[t] = row;
-		tinv[t] = iv;
-	}
+	Q4_BLOCK(MODE, BMT, BKG);
+	q4_pair_rows<MODE, BMT, NT>(trow, tinv, tid, cnt, p0, pairs, topk, ainv);
 
 	// Loader: thread tid stages weight row lr's codes (groups tid/128 + WT·j)
 	// and its scale/bias words (both planes when WT = 1, plane tid/128 else).
@@ -703,16 +517,7 @@ __device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
 				}
 			}
 		}
-		constexpr int CPT = 4 * BKG; // 16-byte chunks per pair and chunk
-#pragma unroll
-		for (int i = 0; i < BMT * CPT / NT; i++) {
-			u32 ci = tid + (u32)(i * NT);
-			u32 t = ci / CPT, j = ci % CPT;
-			u32 gi = j >> 2;
-			if (t < cnt && gi < gv)
-				cp_async16(sa + gi * (u32)(BMT * 64) + t * 64u + (j & 3u) * 16u,
-				           A + (u64)trow[t] * kd + (u64)g0 * 32u + j * 8u);
-		}
+		q4_load_a<BKG, BMT, NT>(sa, c, G, tid, cnt, trow, A, kd);
 	};
 
 	// Compute lanes: rows wr0 + 16·rb + g (+8), pairs tb + 8·tt + g.
@@ -729,12 +534,7 @@ __device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
 			shf[rb][h] = (u32)((wr * G) & 1u);
 		}
 	float acc[2][TPW][4];
-#pragma unroll
-	for (int rb = 0; rb < 2; rb++)
-#pragma unroll
-		for (int tt = 0; tt < TPW; tt++)
-#pragma unroll
-			for (int i = 0; i < 4; i++) acc[rb][tt][i] = 0.0f;
+	q4_zero<TPW>(acc);
 
 #pragma unroll
 	for (int s = 0; s < STAGES - 1; s++) {
@@ -758,20 +558,12 @@ __device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
 		for (int gi = 0; gi < BKG; gi++) {
 			if ((u32)gi >= gv) break;
 			u32 af[2][2][4]; // [rb][step][reg]
-#pragma unroll
-			for (int rb = 0; rb < 2; rb++) {
-				u32 r = wr0 + 16u * rb + g;
-				const u8* cw = sw + (u32)gi * 2048u + 4u * q;
-				u32 wa = lds32(cw + r * 16u), wb = lds32(cw + (r + 8u) * 16u);
-				const u8* sr = ss + r * (u32)(SBW * 4) + 2u * (u32)gi;
-				const u8* sr8 = ss + (r + 8u) * (u32)(SBW * 4) + 2u * (u32)gi;
-				u32 sa2 = bf2h(lds16(sr + 2u * shf[rb][0])) * 0x10001u;
-				u32 ba2 = bf2h(lds16(sr + SB + 2u * shf[rb][0])) * 0x10001u;
-				u32 sb2 = bf2h(lds16(sr8 + 2u * shf[rb][1])) * 0x10001u;
-				u32 bb2 = bf2h(lds16(sr8 + SB + 2u * shf[rb][1])) * 0x10001u;
-				q4_dq(wa, sa2, ba2, af[rb][0][0], af[rb][0][2], af[rb][1][0], af[rb][1][2]);
-				q4_dq(wb, sb2, bb2, af[rb][0][1], af[rb][0][3], af[rb][1][1], af[rb][1][3]);
-			}
+			// The row's scale and bias: its staged words, from its first half.
+			q4_fragments(sw, (u32)gi, q, wr0, g, [&](int rb, int h, u32& s2, u32& b2) {
+				const u8* sr = ss + (wr0 + 16u * rb + g + 8u * h) * (u32)(SBW * 4) + 2u * (u32)gi + 2u * shf[rb][h];
+				s2 = bf2h(lds16(sr)) * 0x10001u;
+				b2 = bf2h(lds16(sr + SB)) * 0x10001u;
+			}, af);
 			const u8* ag = sa + (u32)gi * (u32)(BMT * 64) + 16u * q;
 #pragma unroll
 			for (int tt = 0; tt < TPW; tt++) {
@@ -794,9 +586,8 @@ __device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
 
 // Instances: moe_q4_gateup_<cfg>, moe_q4_down_<cfg>, q4_dense_<cfg>, grid
 // (⌈nout/64⌉ for gate/up, ⌈nout/128⌉ else; tiles of the table, or ⌈m/BMT⌉),
-// 128·WT threads; dynamic shared memory Q4Geo::RING + the scale/bias runs
-// (q4_gemm) or Q4GeoV1::SMEM (q4_gemm_v1). The Go side (moeQ4Configs)
-// mirrors the table.
+// 128·WT threads; dynamic shared memory Q4Geo::SMEM. The Go side
+// (q4Configs, cuda/moe_q4.go) mirrors the table.
 #define Q4_INSTANCE(NAME, FN, WT, TPW, BKG, ST)                                                                    \
 	extern "C" __global__ void __launch_bounds__(128 * WT) moe_q4_gateup_##NAME(Q4_PARAMS) {                  \
 		FN<MODE_GATEUP, WT, TPW, BKG, ST>(Q4_ARGS);                                                           \
@@ -808,9 +599,6 @@ __device__ __forceinline__ void q4_gemm_v1(Q4_PARAMS) {
 		FN<MODE_DENSE, WT, TPW, BKG, ST>(Q4_ARGS);                                                            \
 	}
 
-Q4_INSTANCE(s, q4_gemm_v1, 1, 4, 4, 3) // 32 pairs, 4 warps, 128 k a chunk, 3 stages (57 KiB)
-Q4_INSTANCE(m, q4_gemm_v1, 1, 8, 4, 4) // 64 pairs, 4 warps, 128 k a chunk, 4 stages (108 KiB)
-Q4_INSTANCE(l, q4_gemm_v1, 2, 8, 2, 4) // 128 pairs, 8 warps, 64 k a chunk, 4 stages (88 KiB)
-Q4_INSTANCE(s2, q4_gemm, 1, 4, 4, 4)   // 32 pairs, 4 warps, 128 k a chunk, 4 stages (64 KiB ring)
-Q4_INSTANCE(m2, q4_gemm, 1, 8, 2, 4)   // 64 pairs, 4 warps, 64 k a chunk, 4 stages (48 KiB ring)
-Q4_INSTANCE(l2, q4_gemm, 2, 8, 2, 3)   // 128 pairs, 8 warps, 64 k a chunk, 3 stages (60 KiB ring)
+Q4_INSTANCE(s, q4_gemm, 1, 4, 4, 3) // 32 pairs, 4 warps, 128 k a chunk, 3 stages (57 KiB)
+Q4_INSTANCE(m, q4_gemm, 1, 8, 4, 4) // 64 pairs, 4 warps, 128 k a chunk, 4 stages (108 KiB)
+Q4_INSTANCE(l, q4_gemm, 2, 8, 2, 4) // 128 pairs, 8 warps, 64 k a chunk, 4 stages (88 KiB)

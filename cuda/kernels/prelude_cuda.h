@@ -1,5 +1,7 @@
-// dgq kernel dialect: CUDA prelude (compiled with NVRTC, no includes).
-// docs/cuda.md describes the dialect; a Metal prelude defines the same names.
+// dgq kernel dialect: the CUDA prelude (compiled with NVRTC, no includes).
+// A translation unit is this file, the dialect's common include
+// (runtime/kernels/common.h), then one kernel file. docs/cuda.md describes
+// the dialect; a Metal prelude defines the same names.
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -20,6 +22,7 @@ typedef long long i64;
 #define INLINE __device__ __forceinline__ static
 #define DEVICE_MEM
 #define THREADGROUP_MEM
+#define THREAD_MEM
 
 // Thread geometry (x dimension; _Y/_Z likewise).
 #define LOCAL_ID_X threadIdx.x

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"os"
 
 	api "github.com/dgq-dev/dgq/runtime/backend"
 )
@@ -14,7 +13,8 @@ import (
 // softmax of attn_softmax.kern in place, then O_h = P_h·V_g the same way,
 // written straight into the [rows][heads·hd] output. In f32 precision the
 // GEMMs are f32 (CUBLAS_COMPUTE_32F); in bf16 precision cuBLAS may round
-// the inputs to TF32.
+// the inputs to TF32. bf16 precision takes this path by default
+// (AttentionAuto); AttentionGEMM selects it in f32 too.
 
 // attnScoreBytes bounds one chunk's score matrix ([heads][rows][keys] f32);
 // attnCausalChunk bounds a causal chunk's queries.
@@ -23,27 +23,14 @@ const (
 	attnCausalChunk = 256
 )
 
-// attnPath says whether Attention takes the GEMM path: in bf16 precision,
-// or when DGQ_CUDA_ATTN=blas (DGQ_CUDA_ATTN=kernel forces the tiled kernels
-// of attention.kern), for measurements.
-func (c *backend) attnBLAS() bool {
-	switch os.Getenv("DGQ_CUDA_ATTN") {
-	case "blas":
-		return true
-	case "kernel":
-		return false
-	}
-	return c.fast
-}
-
-// attentionBLAS queues Attention (already checked) on device pointers.
+// attentionGEMM queues Attention (already checked) on device pointers.
 //
 // The queries of a chunk are first regrouped by KV head ([n][nkv][group][hd]
 // → [nkv][n][group][hd], attn_permute_f32), so that each KV head's queries
 // form one matrix of n·group rows (row t·group + r is head g·group + r at
 // query t): one strided-batched GEMM over the KV heads computes every score,
 // one the weighted values, and the output is regrouped back.
-func (c *backend) attentionBLAS(out, q, k, v Ptr, a api.AttentionShape) error {
+func (c *backend) attentionGEMM(out, q, k, v Ptr, a api.AttentionShape) error {
 	nq, nkv, hd := a.Heads, a.KVHeads, a.HeadDim
 	group := nq / nkv
 	qw, kw := nq*hd, nkv*hd
@@ -61,16 +48,15 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a api.AttentionShape) error {
 		// chunks skip most of the masked half of the score matrix.
 		chunk = min(chunk, attnCausalChunk)
 	}
-	scratch, err := c.grow(&c.sc.attn, int64(4*nq*chunk*span))
+	sp, err := c.scratch.ptr(scrAttn, int64(4*nq*chunk*span))
 	if err != nil {
 		return err
 	}
 	// Regrouped queries, then regrouped outputs: chunk·nq·hd f32 each.
-	qg, err := c.grow(&c.sc.attnQ, int64(4*2*chunk*qw))
+	qp, err := c.scratch.ptr(scrAttnQ, int64(4*2*chunk*qw))
 	if err != nil {
 		return err
 	}
-	sp, qp := scratch.Ptr(), qg.Ptr()
 	op := qp.Add(int64(4 * chunk * qw))
 	m, err := c.ops.module("attn_softmax.kern")
 	if err != nil {
@@ -79,9 +65,12 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a api.AttentionShape) error {
 	permute := func(dst, src Ptr, outer, inner int) error {
 		// dst[b][a][j] = src[a][b][j]: a < outer, b < inner, j < group·hd.
 		n := int64(outer) * int64(inner) * int64(group*hd)
-		const block = 256
-		return m.Launch("attn_permute_f32", [3]uint32{c.ops.gridFor(n, block), 1, 1}, [3]uint32{block, 1, 1}, 0,
-			dst, src, uint32(outer), uint32(inner), uint32(group*hd))
+		return c.ops.stride("attn_softmax.kern", "attn_permute_f32", n, dst, src, uint32(outer), uint32(inner), uint32(group*hd))
+	}
+	// batched is one strided-batched product per KV head (column-major, α 1,
+	// β 0, A not transposed unless transA).
+	batched := func(transA bool, m, n, k int, x Ptr, ldx int, sx int64, y Ptr, ldy int, sy int64, z Ptr, ldz int, sz int64) error {
+		return c.d.GemmStridedBatched(transA, false, m, n, k, 1, x, ldx, sx, y, ldy, sy, 0, z, ldz, sz, nkv, c.k.fast)
 	}
 	for t0 := 0; t0 < a.Rows; t0 += chunk {
 		n := min(chunk, a.Rows-t0)
@@ -104,10 +93,7 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a api.AttentionShape) error {
 		}
 		// Row-major S_g[rows][tn] is column-major (tn×rows) = K_g (tn×hd: op T
 		// of the column-major hd×tn view, ld kw) · Q_gᵀ (hd×rows, ld hd).
-		if err := c.d.GemmStridedBatched(true, false, tn, rows, hd, 1,
-			kc, kw, int64(hd),
-			qp, hd, int64(rows*hd),
-			0, sp, tn, int64(rows*tn), nkv, c.fast); err != nil {
+		if err := batched(true, tn, rows, hd, kc, kw, int64(hd), qp, hd, int64(rows*hd), sp, tn, int64(rows*tn)); err != nil {
 			return err
 		}
 		causal := uint32(0)
@@ -124,10 +110,7 @@ func (c *backend) attentionBLAS(out, q, k, v Ptr, a api.AttentionShape) error {
 		}
 		// Row-major O_g[rows][hd] is column-major (hd×rows, ld hd) = V_gᵀ
 		// (hd×tn, ld kw) · P_gᵀ (tn×rows, ld tn).
-		if err := c.d.GemmStridedBatched(false, false, hd, rows, tn, 1,
-			vc, kw, int64(hd),
-			sp, tn, int64(rows*tn),
-			0, op, hd, int64(rows*hd), nkv, c.fast); err != nil {
+		if err := batched(false, hd, rows, tn, vc, kw, int64(hd), sp, tn, int64(rows*tn), op, hd, int64(rows*hd)); err != nil {
 			return err
 		}
 		if err := permute(out.Add(int64(4*t0*qw)), op, nkv, n); err != nil {

@@ -1,0 +1,16 @@
+// Package kernels holds the GPU kernels that are not specific to one
+// vendor, written once in dgq's small kernel dialect (docs/cuda.md, "The
+// shared kernel dialect"): norms, RoPE, softmax and attention, the MoE
+// router, grouping and exact expert GEMM, the sampler, dequantization and
+// the re-lay of stored tensors at upload.
+//
+// A backend compiles a translation unit per kernel file: its own prelude,
+// which maps the dialect's names to its language (cuda/kernels/prelude_cuda.h
+// for NVRTC; a Metal prelude for the Metal shading language), then the
+// common include (common.h: group reductions, compensated sums, the number
+// formats and one decoder per stored format), then the file. Unit assembles
+// it; a backend-specific source (cuda's tensor-core GEMMs) uses the same
+// common include through Unit, so no helper exists twice.
+//
+// The package imports no backend: CUDA and Metal both consume it.
+package kernels
