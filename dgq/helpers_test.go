@@ -42,28 +42,6 @@ func wideSnapshot(t testing.TB) string {
 	return filepath.Join(repo, "snapshots", strings.TrimSpace(string(rev)))
 }
 
-// view adapts raw tensor bytes to the safetensors library's View.
-type view struct {
-	dtype safetensors.DType
-	shape []uint64
-	data  []byte
-}
-
-func (v view) DType() safetensors.DType { return v.dtype }
-func (v view) Shape() []uint64          { return v.shape }
-func (v view) Data() []byte             { return v.data }
-func (v view) DataLen() uint64          { return uint64(len(v.data)) }
-
-func stDType(d codecs.DType) safetensors.DType {
-	switch d {
-	case codecs.F16:
-		return safetensors.F16
-	case codecs.F32:
-		return safetensors.F32
-	}
-	return safetensors.BF16
-}
-
 type namedTensor struct {
 	name  string
 	dtype codecs.DType
@@ -79,9 +57,9 @@ func writeShards(t testing.TB, dir string, tensors []namedTensor, nShards int, a
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	groups := make([]map[string]view, nShards)
+	groups := make([]map[string]testmodel.View, nShards)
 	for i := range groups {
-		groups[i] = map[string]view{}
+		groups[i] = map[string]testmodel.View{}
 	}
 	weightMap := map[string]string{}
 	var total int64
@@ -91,7 +69,7 @@ func writeShards(t testing.TB, dir string, tensors []namedTensor, nShards int, a
 		for j, d := range nt.shape {
 			shape[j] = uint64(d)
 		}
-		groups[s][nt.name] = view{dtype: stDType(nt.dtype), shape: shape, data: nt.data}
+		groups[s][nt.name] = testmodel.View{DT: nt.dtype, Dims: shape, Bytes: nt.data}
 		weightMap[nt.name] = fmt.Sprintf("model-%05d-of-%05d.safetensors", s+1, nShards)
 		total += int64(len(nt.data))
 	}

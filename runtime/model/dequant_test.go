@@ -8,21 +8,10 @@ import (
 	"testing"
 
 	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/dgq/testmodel"
 	"github.com/dgq-dev/dgq/runtime/internal/fixture"
 	"github.com/nlpodyssey/safetensors"
 )
-
-// stView adapts tensor bytes to the safetensors library's View.
-type stView struct {
-	dtype safetensors.DType
-	shape []uint64
-	data  []byte
-}
-
-func (v stView) DType() safetensors.DType { return v.dtype }
-func (v stView) Shape() []uint64          { return v.shape }
-func (v stView) Data() []byte             { return v.data }
-func (v stView) DataLen() uint64          { return uint64(len(v.data)) }
 
 // TestWriteDequantized writes, for each of dequantKinds, a Hugging Face
 // snapshot whose weights are the pack's decoded weights (quantized tensors
@@ -39,14 +28,14 @@ func TestWriteDequantized(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := PackWeights(fixture.OpenPack(t, k.Fixture, k.Profile, k.Sets...))
-		tensors := map[string]stView{}
+		tensors := map[string]testmodel.View{}
 		for _, td := range w.Tensors() {
 			shape := make([]uint64, len(td.Shape))
 			for i, d := range td.Shape {
 				shape[i] = uint64(d)
 			}
 			if td.Format == codecs.Raw {
-				tensors[td.Name] = stView{dtype: stDTypeOf(td.DType), shape: shape, data: td.Bytes}
+				tensors[td.Name] = testmodel.View{DT: td.DType, Dims: shape, Bytes: td.Bytes}
 				continue
 			}
 			f, err := vector(td) // the whole tensor, decoded as the backends decode it
@@ -57,7 +46,7 @@ func TestWriteDequantized(t *testing.T) {
 			for i, v := range f {
 				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 			}
-			tensors[td.Name] = stView{dtype: safetensors.F32, shape: shape, data: b}
+			tensors[td.Name] = testmodel.View{DT: codecs.F32, Dims: shape, Bytes: b}
 		}
 		fh, err := os.Create(filepath.Join(dir, "model.safetensors"))
 		if err != nil {
@@ -88,14 +77,4 @@ func TestWriteDequantized(t *testing.T) {
 			}
 		}
 	}
-}
-
-func stDTypeOf(d codecs.DType) safetensors.DType {
-	switch d {
-	case codecs.F16:
-		return safetensors.F16
-	case codecs.F32:
-		return safetensors.F32
-	}
-	return safetensors.BF16
 }
