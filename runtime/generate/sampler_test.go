@@ -1,17 +1,13 @@
 package generate
 
 import (
-	"encoding/binary"
 	"math"
 	"math/bits"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/dgq-dev/dgq/runtime/cpu"
 	"github.com/dgq-dev/dgq/runtime/internal/fixture"
-	"github.com/nlpodyssey/safetensors"
 )
 
 func TestTemperatureTable(t *testing.T) {
@@ -91,49 +87,6 @@ func TestAcceptMask(t *testing.T) {
 	}
 }
 
-// sampRef is one tensor of a fixture's reference.safetensors.
-type sampRef struct {
-	shape []int
-	f     []float32
-	i     []int64
-}
-
-// sampReadRefs reads a fixture's reference.safetensors.
-func sampReadRefs(t *testing.T, fx string) map[string]sampRef {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(fixture.RefDir(t, fx), "reference.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := safetensors.Deserialize(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]sampRef{}
-	for _, nt := range st.Tensors() {
-		v := nt.TensorView
-		var r sampRef
-		for _, d := range v.Shape() {
-			r.shape = append(r.shape, int(d))
-		}
-		data := v.Data()
-		switch v.DType() {
-		case safetensors.F32:
-			for j := 0; j+4 <= len(data); j += 4 {
-				r.f = append(r.f, math.Float32frombits(binary.LittleEndian.Uint32(data[j:])))
-			}
-		case safetensors.I64:
-			for j := 0; j+8 <= len(data); j += 8 {
-				r.i = append(r.i, int64(binary.LittleEndian.Uint64(data[j:])))
-			}
-		default:
-			t.Fatalf("%s: %s: dtype %v", fx, nt.Name, v.DType())
-		}
-		out[nt.Name] = r
-	}
-	return out
-}
-
 // TestSamplerFixtureReferences checks the sampler pieces (the host's
 // temperature and accept mask, package cpu's per-row arithmetic) against
 // transformers' values on every fixture (tools/hf_fixture.py references()):
@@ -144,43 +97,43 @@ func TestSamplerFixtureReferences(t *testing.T) {
 	T := Temperature(gc, gc.MaxDenoisingSteps)
 	bound := float32(gc.EntropyBound)
 	for _, fx := range fixture.Names {
-		refs := sampReadRefs(t, fx)
+		refs := fixture.Reference(t, fx)
 		sc2, H, mask, amax, logits1 := refs["sc2_logits"], refs["step1_entropy"], refs["step1_accept_mask"], refs["step1_argmax"], refs["logits1"]
-		if len(sc2.shape) != 2 || sc2.f == nil || logits1.f == nil || H.f == nil || mask.i == nil || amax.i == nil {
+		if len(sc2.Shape) != 2 || sc2.F == nil || logits1.F == nil || H.F == nil || mask.I == nil || amax.I == nil {
 			t.Fatalf("%s: reference tensors missing or mistyped", fx)
 		}
-		C, V := sc2.shape[0], sc2.shape[1]
-		if len(H.f) != C || len(mask.i) != C || len(amax.i) != C || len(logits1.f) != C*V {
+		C, V := sc2.Shape[0], sc2.Shape[1]
+		if len(H.F) != C || len(mask.I) != C || len(amax.I) != C || len(logits1.F) != C*V {
 			t.Fatalf("%s: reference shapes: C=%d V=%d, entropy %d, mask %d, argmax %d, logits1 %d",
-				fx, C, V, len(H.f), len(mask.i), len(amax.i), len(logits1.f))
+				fx, C, V, len(H.F), len(mask.I), len(amax.I), len(logits1.F))
 		}
 		// The tempered logits: logits1 / T(step 1), a float32 division.
-		tempered := make([]float32, len(logits1.f))
-		cpu.TemperRow(logits1.f, T, tempered)
-		if !slices.Equal(tempered, sc2.f) {
+		tempered := make([]float32, len(logits1.F))
+		cpu.TemperRow(logits1.F, T, tempered)
+		if !slices.Equal(tempered, sc2.F) {
 			t.Errorf("%s: logits1 / T(48) differs from sc2_logits", fx)
 		}
 		ent := make([]float32, C)
 		for p := range C {
-			row := sc2.f[p*V : (p+1)*V]
+			row := sc2.F[p*V : (p+1)*V]
 			ent[p] = cpu.Entropy(row)
-			if d := math.Abs(float64(ent[p] - H.f[p])); d > 2e-6 {
-				t.Errorf("%s position %d: entropy %v, reference %v (|Δ| %.3g)", fx, p, ent[p], H.f[p], d)
+			if d := math.Abs(float64(ent[p] - H.F[p])); d > 2e-6 {
+				t.Errorf("%s position %d: entropy %v, reference %v (|Δ| %.3g)", fx, p, ent[p], H.F[p], d)
 			}
-			if got := cpu.Argmax(row); int64(got) != amax.i[p] {
-				t.Errorf("%s position %d: argmax %d, reference %d", fx, p, got, amax.i[p])
+			if got := cpu.Argmax(row); int64(got) != amax.I[p] {
+				t.Errorf("%s position %d: argmax %d, reference %d", fx, p, got, amax.I[p])
 			}
 		}
-		for name, e := range map[string][]float32{"ours": ent, "reference": H.f} {
+		for name, e := range map[string][]float32{"ours": ent, "reference": H.F} {
 			got := AcceptMask(e, bound)
 			for p := range C {
-				if got[p] != (mask.i[p] != 0) {
-					t.Errorf("%s: accept mask from %s entropies: position %d = %v, reference %d", fx, name, p, got[p], mask.i[p])
+				if got[p] != (mask.I[p] != 0) {
+					t.Errorf("%s: accept mask from %s entropies: position %d = %v, reference %d", fx, name, p, got[p], mask.I[p])
 				}
 			}
 		}
 		accepted := 0
-		for _, v := range mask.i {
+		for _, v := range mask.I {
 			accepted += int(v)
 		}
 		t.Logf("%s: C=%d V=%d: %d accepted", fx, C, V, accepted)
