@@ -91,8 +91,8 @@ func TestEngineParity(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.fixture+"/"+tc.profile+"/"+tc.p.String(), func(t *testing.T) {
-			m, e, ref := fixtureEngine(t, tc.fixture, tc.profile, tc.p)
-			b := checks.DefaultBounds(m.WeightFormat())
+			_, e, ref := fixtureEngine(t, tc.fixture, tc.profile, tc.p)
+			b := checks.DefaultBounds()
 			if tc.p == PrecisionBF16 {
 				b.VsCPU = checks.VsCPUBF16
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -44,4 +45,33 @@ func TestParityCommand(t *testing.T) {
 	assertOneLineError(t, dgqRun("parity", pack, "--reference", ref, "--precision", "bf16"), exitUsage, "--backend cuda")
 	assertOneLineError(t, dgqRun("parity", pack, "--reference", ref, "--backend", "cuda", "--precision", "fp8"), exitUsage, "fp8")
 	assertOneLineError(t, dgqRun("parity", pack), exitUsage, "--reference")
+}
+
+// A q4 pack against the reference of its bf16 source: the table is printed,
+// the verdict refused with a pointer to dgq verify, exit 2; in JSON, judged
+// is false and no case carries a tolerance.
+func TestParityNoVerdict(t *testing.T) {
+	pack := demoPack(t, "q4")
+	ref := filepath.Join("..", "..", "dgq", "testmodel", "tiny", "reference", "reference.safetensors")
+	r := dgqRun("parity", pack, "--reference", ref)
+	if r.code != exitUsage || !strings.Contains(r.stdout, "no verdict") || !strings.Contains(r.stderr, "dgq verify") ||
+		strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	r = dgqRun("parity", pack, "--reference", ref, "--json")
+	var rep struct {
+		Judged    bool   `json:"judged"`
+		NoVerdict string `json:"no_verdict"`
+		Cases     []struct {
+			Tolerance *float64 `json:"tolerance"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitUsage || rep.Judged || rep.NoVerdict == "" {
+		t.Fatalf("exit %d, %v: %s", r.code, err, r.stdout)
+	}
+	for _, c := range rep.Cases {
+		if c.Tolerance != nil {
+			t.Fatalf("a tolerance without a verdict: %s", r.stdout)
+		}
+	}
 }

@@ -185,13 +185,16 @@ func smokeParity(s *session.Session, ref string) SmokeCheck {
 		return c
 	}
 	t0 := time.Now()
-	b := DefaultBounds(s.Model.WeightFormat())
-	r, err := Parity(s.Engine, ref, b)
+	r, err := Parity(s.Engine, ref, DefaultBounds())
 	if err != nil {
 		c.Detail = err.Error()
 		return c
 	}
 	c.Seconds = time.Since(t0).Seconds()
+	if !r.Judged {
+		c.Skipped, c.Detail = true, "no verdict against the reference: "+r.NoVerdict
+		return c
+	}
 	worst := ""
 	for _, pc := range r.Cases {
 		if !pc.Pass && worst == "" {
@@ -199,7 +202,7 @@ func smokeParity(s *session.Session, ref string) SmokeCheck {
 		}
 	}
 	c.Pass = r.Pass
-	c.Detail = fmt.Sprintf("%d reference tensors compared%s", len(r.Cases), worst)
+	c.Detail = fmt.Sprintf("%d reference tensors compared (%s-anchored)%s", len(r.Cases), r.Anchor, worst)
 	return c
 }
 
