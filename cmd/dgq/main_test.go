@@ -195,7 +195,7 @@ func TestOverlayWorkflow(t *testing.T) {
 		{"repack", "--monolithic", "-m", ov, "-o", mono},
 		{"repack", "--overlay", "-m", direct, "-o", back},
 		{"audit", back},
-		{"parity", ov, "--reference", filepath.Join("..", "..", "dgq", "testmodel", "tiny", "reference")},
+		{"verify", ov, "--windows", "1", "--generations", "0"}, // the overlay's pinned source, found in the cache
 		{"run", ov, "--prompt", "hi", "--seed", "1", "--max-steps", "4"},
 	} {
 		if r := dgqRun(args...); r.code != 0 {

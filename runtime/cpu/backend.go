@@ -25,8 +25,9 @@ func init() {
 type Backend struct {
 	p *pool
 	// margins, when not nil, receives router selection margins (see
-	// RecordRouterMargins).
+	// RecordRouterMargins); routes, the selections (RecordRoutes).
 	margins []float64
+	routes  *Routes
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -166,6 +166,7 @@ func (c *Backend) MoE(out, u, x backend.Buf, rows int, w backend.MoEWeights) err
 		gaps = c.margins[:min(rows, len(c.margins))]
 	}
 	idx, wts := c.p.route(l, b[2][:rows*H], rows, gaps)
+	c.recordRoutes(idx, rows, w.TopK) // RecordRoutes (routes.go): an optional diagnostic output
 	copy(b[0], c.p.experts(l, b[1][:rows*H], rows, idx, wts))
 	return nil
 }
