@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +25,45 @@ func TestSmokeCommand(t *testing.T) {
 	for _, c := range rep.Checks {
 		if c.Name == "parity" && (c.Skipped || !c.Pass) {
 			t.Fatal("smoke did not find the embedded checkpoint's reference")
+		}
+	}
+}
+
+// With the bf16 source at hand, smoke verifies the pack against it: a q4
+// pack gets no parity verdict (skipped, pointing at verify) and a finite
+// verify; a bf16 pack computes its source exactly (KLD 0).
+func TestSmokeVerifiesAgainstTheSource(t *testing.T) {
+	src := tiny(t)
+	for _, profile := range []string{"q4", "bf16"} {
+		pack := filepath.Join(t.TempDir(), profile)
+		if r := dgqRun("quantize", "--profile", profile, "-m", src, "-o", pack); r.code != 0 {
+			t.Fatalf("quantize: %s", r.stderr)
+		}
+		r := dgqRun("smoke", pack, "--json")
+		var rep struct {
+			Pass   bool `json:"pass"`
+			Checks []struct {
+				Name    string `json:"name"`
+				Pass    bool   `json:"pass"`
+				Skipped bool   `json:"skipped"`
+				Detail  string `json:"detail"`
+			} `json:"checks"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.Pass {
+			t.Fatalf("%s: smoke: %d %v %s %s", profile, r.code, err, r.stdout, r.stderr)
+		}
+		got := map[string]string{}
+		for _, c := range rep.Checks {
+			got[c.Name] = fmt.Sprintf("pass=%v skipped=%v %s", c.Pass, c.Skipped, c.Detail)
+			if c.Name == "verify" && (!c.Pass || !strings.Contains(c.Detail, "KLD")) {
+				t.Errorf("%s: verify check: %s", profile, got[c.Name])
+			}
+			if c.Name == "parity" && profile == "q4" && (!c.Skipped || !strings.Contains(c.Detail, "dgq verify")) {
+				t.Errorf("q4: parity check: %s", got[c.Name])
+			}
+		}
+		if _, ok := got["verify"]; !ok {
+			t.Errorf("%s: no verify check: %v", profile, got)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/dgq/testmodel"
 	"github.com/dgq-dev/dgq/runtime/cpu"
@@ -50,7 +51,8 @@ const smokePrompt = "Write one sentence about the sea."
 // checks that prefill and denoise logits are finite everywhere, that
 // generation is deterministic at a fixed seed, that the reply decodes, and
 // parity against a transformers reference when one is known for the pack's
-// source; it times prefill and a denoise step.
+// source, and a short Verify against its bf16 source when that is at hand;
+// it times prefill and a denoise step.
 func Smoke(ctx context.Context, dir string, o SmokeOptions) (*SmokeReport, error) {
 	rep := &SmokeReport{Pass: true}
 	add := func(c SmokeCheck) {
@@ -68,7 +70,38 @@ func Smoke(ctx context.Context, dir string, o SmokeOptions) (*SmokeReport, error
 	add(smokeFinite(s, rep))
 	add(smokeDeterminism(ctx, s, o.Seed))
 	add(smokeParity(s, o.Reference))
+	add(smokeVerify(ctx, dir, s, o))
 	return rep, nil
+}
+
+// smokeVerify runs a short Verify against the pack's recorded bf16 source
+// when that source is at hand: every position's logits must be finite on
+// both, and a bf16 pack must compute exactly its source (KLD 0).
+func smokeVerify(ctx context.Context, dir string, s *session.Session, o SmokeOptions) SmokeCheck {
+	c := SmokeCheck{Name: "verify"}
+	if _, err := resolveVerifySource(s.Pack.Manifest, ""); err != nil {
+		c.Skipped, c.Detail = true, "the pack's bf16 source is not at hand ("+err.Error()+")"
+		return c
+	}
+	t0 := time.Now()
+	r, err := Verify(ctx, dir, VerifyOptions{Windows: 2, Generations: -1, Seed: o.Seed,
+		Load: session.Options{Workers: o.Workers, SkipDigests: true}}) // the smoke's load verified them
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	c.Seconds = time.Since(t0).Seconds()
+	c.Detail = fmt.Sprintf("against %s: KLD mean %.3g, p99 %.3g, max %.3g nats; top-1 agreement %.3f over %d positions",
+		r.Source, r.KLD.Mean, r.KLD.P99, r.KLD.Max, r.Top1, r.Positions)
+	switch {
+	case r.NonFinite > 0:
+		c.Detail += fmt.Sprintf("; %d positions with non-finite logits", r.NonFinite)
+	case s.Model.WeightFormat() == codecs.Raw && r.KLD.Max != 0:
+		c.Detail += "; a bf16 pack must compute its source exactly"
+	default:
+		c.Pass = true
+	}
+	return c
 }
 
 // smokeFinite prefills the prompt and runs two denoise steps (without and
