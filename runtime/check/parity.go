@@ -546,6 +546,7 @@ func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
 	if anchored > 0 && anchored == floats {
 		rep.Anchor = "f64"
 	}
+	r.entropyBound(rep)
 	return rep, nil
 }
 

@@ -114,3 +114,64 @@ func compareInt(name string, got, ref []int64, b Bounds) ParityCase {
 	c.Pass = 1-c.ArgmaxAgree <= b.Mismatch
 	return c
 }
+
+// entropyBound widens a float64-anchored step1_entropy bound to what the
+// sc2_logits bound allows: to first order a row's entropy moves by
+// |ΔH| ≤ Σ_i p_i·|log p_i + H|·max|Δz| under a logit error Δz, so with the
+// sensitivity S = max over rows of Σ_i p_i·|log p_i + H| (from the float64
+// logits) the entropy may err by S times the logits' tolerance. Entropies
+// are a function of the logits; bounding them by transformers' own entropy
+// error alone would hold them to a tighter standard than their input.
+func (r *parityRun) entropyBound(rep *ParityReport) {
+	sc2 := r.refs["sc2_logits"]
+	var ent, logits *ParityCase
+	for i := range rep.Cases {
+		switch rep.Cases[i].Name {
+		case "step1_entropy":
+			ent = &rep.Cases[i]
+		case "sc2_logits":
+			logits = &rep.Cases[i]
+		}
+	}
+	if ent == nil || logits == nil || ent.RefErr < 0 || sc2.f64 == nil || len(sc2.shape) == 0 {
+		return
+	}
+	V := sc2.shape[len(sc2.shape)-1]
+	var sens float64
+	for t := 0; (t+1)*V <= len(sc2.f64); t++ {
+		sens = max(sens, entropySensitivity(sc2.f64[t*V:(t+1)*V]))
+	}
+	ent.Tolerance = max(ent.Tolerance, sens*logits.Tolerance)
+	ent.Pass = ent.MaxAbsErr <= ent.Tolerance
+	rep.Pass = true
+	for _, c := range rep.Cases {
+		rep.Pass = rep.Pass && c.Pass
+	}
+}
+
+// entropySensitivity is Σ_i p_i·|log p_i + H| for p = softmax(z), the
+// largest first-order change of the entropy H per unit of max|Δz|.
+func entropySensitivity(z []float64) float64 {
+	m := math.Inf(-1)
+	for _, v := range z {
+		m = max(m, v)
+	}
+	var sum float64
+	for _, v := range z {
+		sum += math.Exp(v - m)
+	}
+	lse := m + math.Log(sum)
+	var h float64
+	for _, v := range z {
+		if l := v - lse; l > -700 {
+			h -= math.Exp(l) * l
+		}
+	}
+	var s float64
+	for _, v := range z {
+		if l := v - lse; l > -700 {
+			s += math.Exp(l) * math.Abs(l+h)
+		}
+	}
+	return s
+}
