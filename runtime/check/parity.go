@@ -209,9 +209,21 @@ func parityVerdict(e *model.Engine, refs map[string]refTensor, meta refMeta, bou
 			continue
 		}
 		c.VsCPU = maxAbsDiff32(g, ref[c.Name])
-		if !(c.VsCPU <= bounds.VsCPU) {
-			c.Pass, r.Pass = false, false
+		if judged && c.RefErr >= 0 {
+			// The float64-anchored bound is the CPU reference's: another
+			// backend may add its own documented difference from the CPU
+			// (a float32 implementation sums in another order than the CPU's
+			// float64 and PyTorch's float32 alike).
+			c.Tolerance += bounds.VsCPU
+			c.Pass = c.MaxAbsErr <= c.Tolerance && (!isLogits(c.Name) || 1-c.ArgmaxAgree <= bounds.Mismatch)
 		}
+		if !(c.VsCPU <= bounds.VsCPU) {
+			c.Pass = false
+		}
+	}
+	r.Pass = true
+	for _, c := range r.Cases {
+		r.Pass = r.Pass && c.Pass
 	}
 	return r, nil
 }
