@@ -78,6 +78,17 @@ func fixtureEngine(t *testing.T, fixture, profile string, p Precision) (*model.M
 	return m, e, ref
 }
 
+// cpuEngine runs m on a CPU backend for the test.
+func cpuEngine(t *testing.T, m *model.Model) *model.Engine {
+	t.Helper()
+	e, err := model.NewEngine(m, cpu.New(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
 // The transformers reference scenarios on the GPU: every tensor within the
 // documented bounds, and every float tensor within Bounds.VsCPU of the CPU
 // runtime (1e-3 in f32; the bf16 precision's own bound).
@@ -128,11 +139,7 @@ func TestEngineGenerateMatchesCPU(t *testing.T) {
 	for _, fx := range []string{"tiny", "wide", "trained"} {
 		t.Run(fx, func(t *testing.T) {
 			m, e, _ := fixtureEngine(t, fx, "bf16", PrecisionF32)
-			ce, err := model.NewEngine(m, cpu.New(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ce.Close()
+			ce := cpuEngine(t, m)
 			prompt := []int{2, 17, 33, 5, 90, 41, 7, 64, 12, 3, 99, 100, 101, 8}
 			equal := 0
 			opts := []generate.Options{
@@ -275,11 +282,7 @@ func TestEngineBF16RealShape(t *testing.T) {
 // ~2⁻⁹ per product, so a disagreement is a bf16 rounding, not f32 noise.
 func TestEngineGenerateTrainedBF16(t *testing.T) {
 	m, e, _ := fixtureEngine(t, "trained", "bf16", PrecisionBF16)
-	ce, err := model.NewEngine(m, cpu.New(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ce.Close()
+	ce := cpuEngine(t, m)
 	prompt := []int{2, 17, 33, 5, 90, 41, 7, 64, 12, 3, 99, 100, 101, 8}
 	equal := 0
 	const runs = 2

@@ -8,17 +8,21 @@ import (
 	"testing"
 )
 
+// smokeJSON is the part of smoke --json the tests read.
+type smokeJSON struct {
+	Pass   bool `json:"pass"`
+	Checks []struct {
+		Name    string `json:"name"`
+		Pass    bool   `json:"pass"`
+		Skipped bool   `json:"skipped"`
+		Detail  string `json:"detail"`
+	} `json:"checks"`
+}
+
 func TestSmokeCommand(t *testing.T) {
 	pack := demoPack(t, "bf16")
 	r := dgqRun("smoke", pack, "--json")
-	var rep struct {
-		Pass   bool `json:"pass"`
-		Checks []struct {
-			Name    string `json:"name"`
-			Pass    bool   `json:"pass"`
-			Skipped bool   `json:"skipped"`
-		} `json:"checks"`
-	}
+	var rep smokeJSON
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.Pass {
 		t.Fatalf("smoke: %d %v %s %s", r.code, err, r.stdout, r.stderr)
 	}
@@ -40,15 +44,7 @@ func TestSmokeVerifiesAgainstTheSource(t *testing.T) {
 			t.Fatalf("quantize: %s", r.stderr)
 		}
 		r := dgqRun("smoke", pack, "--json")
-		var rep struct {
-			Pass   bool `json:"pass"`
-			Checks []struct {
-				Name    string `json:"name"`
-				Pass    bool   `json:"pass"`
-				Skipped bool   `json:"skipped"`
-				Detail  string `json:"detail"`
-			} `json:"checks"`
-		}
+		var rep smokeJSON
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.Pass {
 			t.Fatalf("%s: smoke: %d %v %s %s", profile, r.code, err, r.stdout, r.stderr)
 		}

@@ -434,16 +434,7 @@ def write_references(a, snap, rev, tok, ho_lines, V, metrics):
     out = os.path.join(a.out, "trained")
     save_file(ref, os.path.join(out, "reference.safetensors"))
     notes = {
-        "prefill_last_hidden": "encoder output (after final norm) for prompt_ids at positions 0..P-1",
-        "logits1": "decoder logits (softcapped, f32) for canvas1_ids at positions P..P+C-1, no self-conditioning",
-        "decoder1_hidden_states": "decoder residual stream for canvas1: [0] = decoder input after self-conditioning, [i] for 1 <= i < L = after layer i, [L] = after layer L and the final norm",
-        "sc2_logits": "logits1 / t_max: the self-conditioning logits HF passes to the next step",
-        "logits2": "decoder logits for canvas2_ids with self_conditioning_logits=sc2_logits",
-        "step1_entropy": "per-position entropy (nats) of softmax(sc2_logits)",
-        "step1_accept_mask": "entropy-bound accept mask (bound 0.1) on sc2_logits",
-        "step1_argmax": "argmax of sc2_logits",
-        "block1_last_hidden": "encoder output for block1_ids prefilled at positions P..P+C-1 after the prompt",
-        "logits3": "decoder logits for canvas3_ids at positions P+C..P+2C-1 after prompt+block1 are cached",
+        **hf.REFERENCE_NOTES,
         "f64/<name>": "the same scenario computed by transformers in float64 (eager attention, eager experts) from the same bf16 weights; f64/sc2_logits = f64/logits1 / t_max and f64/logits2 is conditioned on it",
         "f64/logits2_refsc": "float64 step 2 conditioned on the stored float32 sc2_logits (as runtime/testdata/hf_float64.py computes it); the float64 anchor of logits2 for a check that conditions step 2 on the stored sc2_logits",
         "ids": "prompt_ids = <bos> + the first P-1 tokens of heldout.txt line %d (1-based); block1_ids = the next C tokens (clean); canvas1_ids / canvas2_ids = block1_ids with each position replaced by a uniform id in [0, V) with probability 0.3 / 0.6; canvas3_ids = the following C tokens with probability 1.0 (all uniform)" % (REF_LINE + 1),
