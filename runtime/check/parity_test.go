@@ -42,8 +42,8 @@ func loadEngine(t testing.TB, fx, profile string, sets ...string) *model.Engine 
 func logReport(t *testing.T, rep *ParityReport) {
 	t.Helper()
 	for _, c := range rep.Cases {
-		t.Logf("%-24s max %-9.3g mean %-9.3g cos %.9f agree %.3f tol %g pass %v",
-			c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, c.Pass)
+		t.Logf("%-24s max %-9.3g mean %-9.3g cos %.9f agree %.3f tol %-9.3g f32-ref-err %-9.3g pass %v",
+			c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, c.RefErr, c.Pass)
 	}
 }
 
