@@ -53,7 +53,6 @@ func TestWriteFaultPublishesNothing(t *testing.T) {
 	}
 }
 
-
 // A mapped source that shrinks under the reader faults; the fault becomes an
 // error naming what was read instead of a crash.
 func TestMappedSourceFaultIsAnError(t *testing.T) {
