@@ -128,7 +128,7 @@ type driver struct {
 	cuInit, cuDriverGetVersion, cuGetErrorName, cuGetErrorString                   uintptr
 	cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceGetAttribute           uintptr
 	cuDeviceTotalMem, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease          uintptr
-	cuCtxSetCurrent, cuCtxSynchronize, cuMemGetInfo                                uintptr
+	cuCtxSetCurrent, cuMemGetInfo                                                  uintptr
 	cuMemAlloc, cuMemFree, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync uintptr
 	cuMemsetD8Async, cuStreamCreate, cuStreamDestroy, cuStreamSynchronize          uintptr
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel          uintptr
@@ -138,7 +138,7 @@ type driver struct {
 // driverSymbols are the C names of driver's fields, in order.
 const driverSymbols = `cuInit cuDriverGetVersion cuGetErrorName cuGetErrorString cuDeviceGetCount cuDeviceGet
 	cuDeviceGetName cuDeviceGetAttribute cuDeviceTotalMem_v2 cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRelease_v2
-	cuCtxSetCurrent cuCtxSynchronize cuMemGetInfo_v2 cuMemAlloc_v2 cuMemFree_v2 cuMemcpyHtoDAsync_v2
+	cuCtxSetCurrent cuMemGetInfo_v2 cuMemAlloc_v2 cuMemFree_v2 cuMemcpyHtoDAsync_v2
 	cuMemcpyDtoHAsync_v2 cuMemcpyDtoDAsync_v2 cuMemsetD8Async cuStreamCreate cuStreamDestroy_v2 cuStreamSynchronize
 	cuModuleLoadData cuModuleUnload cuModuleGetFunction cuLaunchKernel cuFuncSetAttribute cuMemAllocHost_v2 cuMemFreeHost`
 

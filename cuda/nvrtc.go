@@ -10,12 +10,12 @@ import (
 // nvrtcAPI is libnvrtc's entry points, bound in the order of nvrtcSymbols.
 type nvrtcAPI struct {
 	version, create, destroy, compile, logSize, log uintptr
-	cubinSize, cubin, ptxSize, ptx, errString       uintptr
+	cubinSize, cubin, errString                     uintptr
 }
 
 // nvrtcSymbols are the C names of nvrtcAPI's fields, in order.
 const nvrtcSymbols = `nvrtcVersion nvrtcCreateProgram nvrtcDestroyProgram nvrtcCompileProgram nvrtcGetProgramLogSize
-	nvrtcGetProgramLog nvrtcGetCUBINSize nvrtcGetCUBIN nvrtcGetPTXSize nvrtcGetPTX nvrtcGetErrorString`
+	nvrtcGetProgramLog nvrtcGetCUBINSize nvrtcGetCUBIN nvrtcGetErrorString`
 
 var (
 	nvrtcLib library

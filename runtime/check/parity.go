@@ -504,6 +504,18 @@ func runParity(e *model.Engine, refs map[string]refTensor, meta refMeta, bounds 
 	return r.compare(bounds)
 }
 
+// computed checks that the scenarios computed the reference tensor name
+// (ok) with its want values.
+func computed(name string, ok bool, want, got int) error {
+	if !ok {
+		return fmt.Errorf("%w: reference tensor %s is not one Parity computes", ErrReference, name)
+	}
+	if got != want {
+		return fmt.Errorf("%w: %s holds %d values, the model gives %d", ErrReference, name, want, got)
+	}
+	return nil
+}
+
 // compare builds the report: one case per reference tensor, in name order.
 func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
 	names := make([]string, 0, len(r.refs))
@@ -522,12 +534,8 @@ func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
 		switch {
 		case ref.f != nil:
 			got, ok := r.f[n]
-			if !ok {
-				errs = append(errs, fmt.Errorf("%w: reference tensor %s is not one Parity computes", ErrReference, n))
-				continue
-			}
-			if len(got) != len(ref.f) {
-				errs = append(errs, fmt.Errorf("%w: %s holds %d values, the model gives %d", ErrReference, n, len(ref.f), len(got)))
+			if err := computed(n, ok, len(ref.f), len(got)); err != nil {
+				errs = append(errs, err)
 				continue
 			}
 			c = compareFloat(n, got, ref, bounds)
@@ -537,12 +545,8 @@ func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
 			}
 		default:
 			got, ok := r.i[n]
-			if !ok {
-				errs = append(errs, fmt.Errorf("%w: reference tensor %s is not one Parity computes", ErrReference, n))
-				continue
-			}
-			if len(got) != len(ref.i) {
-				errs = append(errs, fmt.Errorf("%w: %s holds %d values, the model gives %d", ErrReference, n, len(ref.i), len(got)))
+			if err := computed(n, ok, len(ref.i), len(got)); err != nil {
+				errs = append(errs, err)
 				continue
 			}
 			c = compareInt(n, got, ref.i, bounds)
@@ -560,15 +564,6 @@ func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
 	}
 	r.entropyBound(rep)
 	return rep, nil
-}
-
-// readReference reads and parses a reference.safetensors file.
-func readReference(path string) (map[string]refTensor, error) {
-	b, err := readCapped(path, maxReferenceBytes)
-	if err != nil {
-		return nil, err
-	}
-	return parseReference(b)
 }
 
 // sequence is one sequence of parity scenarios on an engine.

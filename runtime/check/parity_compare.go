@@ -71,7 +71,7 @@ func compareFloat(name string, got []float32, ref refTensor, b Bounds) ParityCas
 		rows, agree := len(got)/V, 0
 		for t := range rows {
 			g, w := got[t*V:(t+1)*V], truth[t*V:(t+1)*V]
-			a, e := cpu.Argmax(g), argmax64(w)
+			a, e := cpu.Argmax(g), cpu.Argmax(w)
 			if a == e || w[e]-w[a] < ArgmaxTieGap {
 				agree++
 			}
@@ -82,17 +82,6 @@ func compareFloat(name string, got []float32, ref refTensor, b Bounds) ParityCas
 		c.Pass = c.Pass && 1-c.ArgmaxAgree <= b.Mismatch
 	}
 	return c
-}
-
-// argmax64 is the index of the first largest value.
-func argmax64(row []float64) int {
-	best := 0
-	for i, v := range row {
-		if v > row[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 func compareInt(name string, got, ref []int64, b Bounds) ParityCase {

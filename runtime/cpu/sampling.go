@@ -38,7 +38,7 @@ func Entropy(logits []float32) float32 {
 }
 
 // Argmax is the index of the first maximal element (torch.argmax's choice).
-func Argmax(row []float32) int {
+func Argmax[T float32 | float64](row []T) int {
 	best := 0
 	for i, v := range row {
 		if v > row[best] {

@@ -631,13 +631,7 @@ def main():
             missing, unexpected = fresh.load_state_dict(sd, strict=False)
             log("load_state_dict missing", missing, "unexpected", unexpected)
             fresh = fresh.to(torch.bfloat16)
-            tmp = tempfile.mkdtemp()
-            fresh.save_pretrained(tmp, safe_serialization=True, max_shard_size="2MB")
-            with open(os.path.join(tmp, "generation_config.json"), "w") as fh:
-                json.dump(GEN, fh, indent=2)
-            for f in os.listdir(tmp):
-                if not (f.endswith(".safetensors") or f.endswith(".json")):
-                    os.remove(os.path.join(tmp, f))
+            tmp = hf.save_snapshot_files(fresh, GEN, "2MB")
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(tokdir, f), os.path.join(tmp, f))
             log("snapshot files", {f: os.path.getsize(os.path.join(tmp, f)) for f in sorted(os.listdir(tmp))})
