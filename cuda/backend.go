@@ -47,6 +47,7 @@ type backend struct {
 	ops     *Ops
 	k       kernelPlan
 	scratch arena
+	routes  *api.Routes // RecordRoutes' recorder, nil when not recording
 }
 
 // devMem is a backend's device memory behind a buffer or a weight.

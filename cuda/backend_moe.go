@@ -235,8 +235,34 @@ func (c *backend) moeRoute(m *moeCall) error {
 		return err
 	}
 	topkThreads := min(moeMaxExperts, max(32, (m.E+31)/32*32))
-	return rk.Launch("moe_topk_f32", grid1(m.rows), grid1(topkThreads), 0,
-		m.s.logits, m.pes, m.s.idx, m.s.wts, uint32(m.E), uint32(m.K))
+	if err := rk.Launch("moe_topk_f32", grid1(m.rows), grid1(topkThreads), 0,
+		m.s.logits, m.pes, m.s.idx, m.s.wts, uint32(m.E), uint32(m.K)); err != nil {
+		return err
+	}
+	return c.recordRoutes(m)
+}
+
+// RecordRoutes makes every later MoE call append its top-k selection to r
+// (api.RouteRecorder); nil stops recording. A recorded call waits for its
+// routing and copies the rows·K expert ids to the host: a diagnostic
+// output that changes no result.
+func (c *backend) RecordRoutes(r *api.Routes) { c.routes = r }
+
+// recordRoutes appends a call's routing to the recorder, if any.
+func (c *backend) recordRoutes(m *moeCall) error {
+	if c.routes == nil {
+		return nil
+	}
+	ids := make([]uint32, m.P)
+	if err := c.d.toHost(Bytes(ids), m.s.idx); err != nil {
+		return fmt.Errorf("cuda: record routes: %w", err)
+	}
+	experts := make([]int, len(ids))
+	for i, e := range ids {
+		experts[i] = int(e)
+	}
+	c.routes.Append(m.rows, m.K, experts, nil)
+	return nil
 }
 
 // moeGroup queues the grouping: pairs per expert, the pair list by expert

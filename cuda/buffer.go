@@ -87,11 +87,17 @@ func (b *Buffer) DownloadAt(off int64, dst []byte) error {
 	if err := b.span(off, len(dst)); err != nil || len(dst) == 0 {
 		return err
 	}
-	return b.d.do(func() error {
-		if err := check("cuMemcpyDtoHAsync_v2", ccall(drv.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(b.ptr.Add(off)), uintptr(len(dst)), b.d.stream)); err != nil {
+	return b.d.toHost(dst, b.ptr.Add(off))
+}
+
+// toHost copies len(dst) bytes at device address p into dst once the work
+// queued before it has finished.
+func (d *Device) toHost(dst []byte, p Ptr) error {
+	return d.do(func() error {
+		if err := check("cuMemcpyDtoHAsync_v2", ccall(drv.cuMemcpyDtoHAsync, uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(p), uintptr(len(dst)), d.stream)); err != nil {
 			return err
 		}
-		return check("cuStreamSynchronize", ccall(drv.cuStreamSynchronize, b.d.stream))
+		return check("cuStreamSynchronize", ccall(drv.cuStreamSynchronize, d.stream))
 	})
 }
 

@@ -2,10 +2,13 @@ package cuda
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dgq-dev/dgq/dgq"
@@ -89,9 +92,12 @@ func cpuEngine(t *testing.T, m *model.Model) *model.Engine {
 	return e
 }
 
-// The transformers reference scenarios on the GPU: every tensor within the
-// documented bounds, and every float tensor within Bounds.VsCPU of the CPU
-// runtime (1e-3 in f32; the bf16 precision's own bound).
+// The transformers reference scenarios on the GPU: in f32 every tensor
+// within the documented bounds and every float tensor within Bounds.VsCPU
+// of the CPU runtime. The bf16 precision is judged against transformers'
+// own bfloat16 results (Bounds.BF16), which only the trained checkpoint's
+// reference carries: there it must pass; on the random fixtures parity
+// must refuse the verdict.
 func TestEngineParity(t *testing.T) {
 	cases := []struct {
 		fixture, profile string
@@ -107,20 +113,20 @@ func TestEngineParity(t *testing.T) {
 			_, e, ref := fixtureEngine(t, tc.fixture, tc.profile, tc.p)
 			b := checks.DefaultBounds()
 			if tc.p == PrecisionBF16 {
-				b.VsCPU = checks.VsCPUBF16
+				b.VsCPU, b.BF16 = checks.VsCPUBF16, true
 			}
 			r, err := checks.Parity(e, ref, b)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, c := range r.Cases {
-				t.Logf("%-24s max abs %.3g (bound %.3g) vs cpu %.3g argmax %.3f pass %v", c.Name, c.MaxAbsErr, c.Tolerance, c.VsCPU, c.ArgmaxAgree, c.Pass)
+				t.Logf("%-24s max abs %.3g (bound %.3g, transformers' own %.3g) vs cpu %.3g argmax %.3f pass %v", c.Name, c.MaxAbsErr, c.Tolerance, c.RefErr, c.VsCPU, c.ArgmaxAgree, c.Pass)
 			}
-			// bf16 activations on these random fixtures amplify into logits
-			// errors of order 10 (checks.VsCPUBF16): reported, not asserted;
-			// TestEngineBF16RealShape measures that precision where it is used.
-			if !r.Pass && tc.p == PrecisionF32 {
-				t.Errorf("parity failed (bounds %+v)", b)
+			// Judged: a bf16 pack (the reference's own weights), in bf16
+			// precision only where the reference has bf16 results.
+			judged := tc.profile == "bf16" && (tc.p == PrecisionF32 || tc.fixture == "trained")
+			if !r.Pass || r.Judged != judged {
+				t.Errorf("parity pass %v judged %v (want %v: %s; bounds %+v)", r.Pass, r.Judged, judged, r.NoVerdict, b)
 			}
 		})
 	}
@@ -133,8 +139,10 @@ func TestEngineParity(t *testing.T) {
 // (measured on the H200, docs/cuda.md), so two runs part within a few steps.
 // What must hold is that every step computes the same thing: in lockstep
 // (checks.GenerateLockstep: the CPU given the GPU's canvas and
-// self-conditioning input each step) every disagreement of argmax, draw or
-// accept decision is a near tie of the CPU's own numbers.
+// self-conditioning input each step) every difference is explained under
+// f32 arithmetic's tolerances (checks.LockstepF32): routing flips at CPU
+// margins within 1e-4, logits of undisturbed positions within 2e-2, every
+// flipped decision within its row's logit difference.
 func TestEngineGenerateMatchesCPU(t *testing.T) {
 	for _, fx := range []string{"tiny", "wide", "trained"} {
 		t.Run(fx, func(t *testing.T) {
@@ -164,7 +172,7 @@ func TestEngineGenerateMatchesCPU(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := checks.GenerateLockstep(context.Background(), e, prompt, nil, o)
+				r, err := checks.GenerateLockstep(context.Background(), e, prompt, nil, o, checks.LockstepF32())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -172,17 +180,13 @@ func TestEngineGenerateMatchesCPU(t *testing.T) {
 				if same {
 					equal++
 				}
-				t.Logf("seed %d: tokens equal %v (gpu %d steps %s, cpu %d steps %s); lockstep %d steps, %d of %d positions router-tied: max entropy diff %.3g, flips argmax %d draw %d mask %d, unexplained %d/%d/%d",
-					o.Seed, same, got.Steps, got.StopReason, want.Steps, want.StopReason, r.Steps, r.RouterTied, r.Positions, r.MaxEntropyDiff,
-					r.Argmax, r.Draw, r.Mask, r.UnexplainedArgmax, r.UnexplainedDraw, r.UnexplainedMask)
-				for k, st := range r.PerStep[:min(6, len(r.PerStep))] {
-					t.Logf("  step %d: max |Δ tempered logit| %.3g, max |Δ entropy| %.3g, flips %d, router margin %.3g", k+1, st.LogitDiff, st.EntropyDiff, st.Flips, st.RouterGap)
-				}
+				t.Logf("seed %d: tokens equal %v (gpu %d steps %s, cpu %d steps %s); lockstep %s",
+					o.Seed, same, got.Steps, got.StopReason, want.Steps, want.StopReason, lockstepLine(r))
 				if !slices.Equal(r.Generation.Tokens, got.Tokens) {
 					t.Errorf("seed %d: the lockstep run generated other tokens than Generate", o.Seed)
 				}
-				if r.UnexplainedArgmax+r.UnexplainedDraw+r.UnexplainedMask > 0 || r.MaxEntropyDiff > 2e-3 {
-					t.Errorf("seed %d: disagreements beyond f32 noise", o.Seed)
+				if !r.RoutesCompared || r.Unexplained() > 0 {
+					t.Errorf("seed %d: differences beyond f32 noise", o.Seed)
 				}
 			}
 			t.Logf("%d of %d generations token-for-token equal", equal, len(opts))
@@ -275,24 +279,81 @@ func TestEngineBF16RealShape(t *testing.T) {
 	}
 }
 
+// lockstepLine is a lockstep report in one line, then its first steps.
+func lockstepLine(r *checks.LockstepReport) string {
+	s := fmt.Sprintf("%d steps, %d positions: rerouted %d, disturbed %d (cause flips %d, largest CPU margin %.3g); undisturbed max |Δ logit| %.3g, |Δ entropy| %.3g; flips argmax %d draw %d mask %d; unexplained routes %d rows %d argmax %d draw %d mask %d",
+		r.Steps, r.Positions, r.Rerouted, r.Disturbed, r.CauseFlips, r.RerouteMargin, r.MaxLogitDiff, r.MaxEntropyDiff,
+		r.Argmax, r.Draw, r.Mask, r.UnexplainedRoutes, r.UnexplainedRows, r.UnexplainedArgmax, r.UnexplainedDraw, r.UnexplainedMask)
+	for k, st := range r.PerStep[:min(4, len(r.PerStep))] {
+		s += fmt.Sprintf("\n  step %d: max |Δ tempered logit| %.3g, max |Δ entropy| %.3g, flips %d, rerouted %d, CPU router margin %.3g",
+			k+1, st.LogitDiff, st.EntropyDiff, st.Flips, st.Rerouted, st.RouterGap)
+	}
+	return s
+}
+
+// bf16Lockstep derives the lockstep tolerances of the bf16 precision from
+// transformers in bfloat16 on the trained checkpoint: logits within the
+// largest bf16 parity bound of the logits tensors (F64Multiple times
+// transformers' own bf16 distance to float64), routing flips at CPU
+// margins within F64Multiple times the largest float64 margin at which
+// transformers' bf16 routed a token otherwise than its float64 in the
+// first rerouting layer (reference.json "bf16", testdata/tools/hf_bf16.py).
+func bf16Lockstep(t *testing.T, e *model.Engine) checks.LockstepTol {
+	t.Helper()
+	ref := filepath.Join("..", "testdata", "trained")
+	b := checks.DefaultBounds()
+	b.VsCPU, b.BF16 = checks.VsCPUBF16, true
+	r, err := checks.Parity(e, ref, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tol checks.LockstepTol
+	for _, c := range r.Cases {
+		if strings.HasPrefix(c.Name, "logits") {
+			tol.Logit = max(tol.Logit, c.Tolerance)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(ref, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		BF16 struct {
+			Routing struct {
+				MaxCauseMargin *float64 `json:"max_cause_margin"`
+			} `json:"routing_vs_f64"`
+		} `json:"bf16"`
+	}
+	if err := json.Unmarshal(raw, &meta); err != nil || meta.BF16.Routing.MaxCauseMargin == nil || !r.Judged || tol.Logit == 0 {
+		t.Fatalf("the trained reference lacks transformers' bf16 results (%v; judged %v: %s)", err, r.Judged, r.NoVerdict)
+	}
+	tol.Router = checks.F64Multiple * *meta.BF16.Routing.MaxCauseMargin
+	return tol
+}
+
 // Seeded generations on the trained checkpoint at the default schedule, the
-// GPU in bf16 precision against the CPU: reported (token-identical count,
-// and per run the lockstep's disagreements with the CPU's own margin), not
-// asserted beyond finiteness: bf16 activations differ from the f32 CPU by
-// ~2⁻⁹ per product, so a disagreement is a bf16 rounding, not f32 noise.
+// GPU in bf16 precision against the CPU (issue 13, item 6): every
+// difference must be explained by the bf16 precision's own tolerances,
+// derived from transformers in bfloat16 on the same checkpoint
+// (bf16Lockstep): tempered logits of positions routed alike within the
+// parity bound of sc2_logits, routing flips at CPU margins within twice
+// the largest margin at which transformers' bf16 routed otherwise than its
+// float64.
 func TestEngineGenerateTrainedBF16(t *testing.T) {
 	m, e, _ := fixtureEngine(t, "trained", "bf16", PrecisionBF16)
 	ce := cpuEngine(t, m)
+	tol := bf16Lockstep(t, e)
+	t.Logf("bf16 lockstep tolerances: logits %.3g, router margin %.3g", tol.Logit, tol.Router)
 	prompt := []int{2, 17, 33, 5, 90, 41, 7, 64, 12, 3, 99, 100, 101, 8}
 	equal := 0
-	const runs = 2
+	const runs = 4
 	for seed := uint64(1); seed <= runs; seed++ {
 		o := generate.Options{Seed: seed}
 		want, err := generate.Generate(context.Background(), ce, prompt, nil, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := checks.GenerateLockstep(context.Background(), e, prompt, nil, o)
+		r, err := checks.GenerateLockstep(context.Background(), e, prompt, nil, o, tol)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,10 +362,9 @@ func TestEngineGenerateTrainedBF16(t *testing.T) {
 		if same {
 			equal++
 		}
-		t.Logf("seed %d: tokens equal %v (gpu %d steps, cpu %d); lockstep max entropy diff %.3g, flips argmax %d draw %d mask %d (beyond f32 noise %d/%d/%d), %d of %d positions router-tied",
-			seed, same, got.Steps, want.Steps, r.MaxEntropyDiff, r.Argmax, r.Draw, r.Mask, r.UnexplainedArgmax, r.UnexplainedDraw, r.UnexplainedMask, r.RouterTied, r.Positions)
-		if math.IsNaN(r.MaxEntropyDiff) {
-			t.Errorf("seed %d: non-finite entropies", seed)
+		t.Logf("seed %d: tokens equal %v (gpu %d steps, cpu %d); lockstep %s", seed, same, got.Steps, want.Steps, lockstepLine(r))
+		if math.IsNaN(r.MaxEntropyDiff) || !r.RoutesCompared || r.Unexplained() > 0 {
+			t.Errorf("seed %d: differences the bf16 tolerances do not explain", seed)
 		}
 	}
 	t.Logf("bf16: %d of %d generations token-for-token equal to the CPU's", equal, runs)

@@ -51,3 +51,7 @@ type ownedBackend struct {
 }
 
 func (o *ownedBackend) Close() error { return errors.Join(o.Backend.Close(), o.d.Close()) }
+
+// RecordRoutes forwards to the backend's (api.RouteRecorder): embedding
+// the interface would hide it.
+func (o *ownedBackend) RecordRoutes(r *api.Routes) { o.Backend.(*backend).RecordRoutes(r) }

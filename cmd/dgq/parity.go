@@ -117,7 +117,8 @@ func parityJSON(r *check.ParityReport, b check.Bounds) any {
 func renderParity(w io.Writer, r *check.ParityReport, b check.Bounds) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	vs := r.Backend != "cpu"
-	head := "case\tmax abs err\tmean abs err\tcosine\targmax agree\ttolerance\tf32 ref err\t"
+	own := map[bool]string{true: "bfloat16", false: "float32"}[r.Anchor == "bf16"]
+	head := "case\tmax abs err\tmean abs err\tcosine\targmax agree\ttolerance\t" + map[bool]string{true: "bf16", false: "f32"}[r.Anchor == "bf16"] + " ref err\t"
 	if vs {
 		head += "vs cpu\t"
 	}
@@ -138,8 +139,8 @@ func renderParity(w io.Writer, r *check.ParityReport, b check.Bounds) {
 	if vs {
 		fmt.Fprintf(w, "backend %s; vs cpu: max abs difference from the CPU runtime (bound %.3g)\n", r.Backend, b.VsCPU)
 	}
-	if r.Anchor == "f64" {
-		fmt.Fprintf(w, "measured against the reference's float64 results; tolerance = %d × transformers' float32 error (f32 ref err), at least 2^-20 of the tensor's magnitude\n", check.F64Multiple)
+	if r.Anchor == "f64" || r.Anchor == "bf16" {
+		fmt.Fprintf(w, "measured against the reference's float64 results; tolerance = %d × transformers' own %s error (ref err), at least 2^-20 of the tensor's magnitude\n", check.F64Multiple, own)
 	}
 	switch {
 	case !r.Judged && vs:

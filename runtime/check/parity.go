@@ -75,7 +75,9 @@ type ParityReport struct {
 	NoVerdict string
 	// Anchor is "f64" when the reference carries float64 results (every
 	// float case measured against them, bounds derived from transformers'
-	// own float32 error), "f32" otherwise (the documented absolute bounds).
+	// own float32 error), "bf16" when it does and the bounds are derived
+	// from transformers' own bfloat16 error (Bounds.BF16, judged), "f32"
+	// otherwise (the documented absolute bounds).
 	Anchor string
 	// Backend ran the scenarios; for another backend than "cpu" every
 	// float tensor is also compared with the CPU backend's (ParityCase.VsCPU,
@@ -94,6 +96,15 @@ type Bounds struct {
 	// VsCPU bounds a non-cpu backend's max abs difference from the CPU
 	// runtime on every float tensor (logits, hidden states, entropies).
 	VsCPU float64
+	// BF16 judges a backend's bf16 precision: each float tensor by its
+	// distance to the float64 result, within F64Multiple times transformers'
+	// own bfloat16 distance to it (bf16/<name>; RefErr is that distance),
+	// and no more by VsCPU. A logits row's differing argmax agrees when the
+	// float64 values of the two indices are within twice the tolerance (any
+	// flip within the max-abs bound). Integer cases are functions of
+	// sc2_logits and are reported, not judged. A reference without bf16
+	// results gives no verdict.
+	BF16 bool
 }
 
 // ArgmaxTieGap is the reference logit gap below which a differing argmax
@@ -154,7 +165,21 @@ func parityOn(e *model.Engine, metaRaw, refRaw []byte, bounds Bounds) (*ParityRe
 		return nil, err
 	}
 	judged, why := judgeable(e.Model(), meta)
+	if judged && bounds.BF16 && !hasBF16(refs) {
+		judged, why = false, "bf16 precision is judged against transformers' own bfloat16 results (bf16/<name> tensors), and this reference has none: testdata/trained's does (testdata/tools/hf_bf16.py makes them)"
+	}
 	return parityVerdict(e, refs, meta, bounds, judged, why)
+}
+
+// hasBF16 reports whether the reference carries transformers' bfloat16
+// results.
+func hasBF16(refs map[string]refTensor) bool {
+	for _, t := range refs {
+		if t.bf16 != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // judgeable says whether the model's weights are the ones the reference was
@@ -184,6 +209,9 @@ func parityVerdict(e *model.Engine, refs map[string]refTensor, meta refMeta, bou
 		return nil, err
 	}
 	r.Judged, r.NoVerdict = judged, why
+	if judged && bounds.BF16 && r.Anchor == "f64" {
+		r.Anchor = "bf16"
+	}
 	if !judged {
 		r.Pass = true
 		for i := range r.Cases {
@@ -209,7 +237,7 @@ func parityVerdict(e *model.Engine, refs map[string]refTensor, meta refMeta, bou
 			continue
 		}
 		c.VsCPU = maxAbsDiff32(g, ref[c.Name])
-		if judged && c.RefErr >= 0 {
+		if judged && c.RefErr >= 0 && !bounds.BF16 {
 			// The float64-anchored bound is the CPU reference's: another
 			// backend may add its own documented difference from the CPU
 			// (a float32 implementation sums in another order than the CPU's
@@ -239,7 +267,7 @@ func ParityRun(dir, reference string, o session.Options) (*ParityReport, Bounds,
 	defer s.Close()
 	b := DefaultBounds()
 	if o.Precision == backend.BF16 {
-		b.VsCPU = VsCPUBF16
+		b.VsCPU, b.BF16 = VsCPUBF16, true
 	}
 	r, err := Parity(s.Engine, reference, b)
 	return r, b, err
@@ -305,6 +333,7 @@ type refTensor struct {
 	f     []float32
 	i     []int64
 	f64   []float64
+	bf16  []float32 // transformers' bfloat16 result (bf16/<name>), nil when absent
 }
 
 // f64Prefix marks a reference's float64 results: f64/<name> holds the
@@ -314,6 +343,13 @@ type refTensor struct {
 // and anchors logits2.
 const f64Prefix = "f64/"
 
+// bf16Prefix marks a reference's bfloat16 results: bf16/<name> holds
+// transformers' bfloat16 run of the tensor <name> (stored as float32;
+// bf16/logits2_refsc, conditioned on the stored float32 sc2_logits, anchors
+// logits2). A backend's bf16 precision is judged against their distance to
+// the float64 results (Bounds.BF16).
+const bf16Prefix = "bf16/"
+
 func parseReference(buf []byte) (map[string]refTensor, error) {
 	st, err := safetensors.Deserialize(buf)
 	if err != nil {
@@ -321,8 +357,16 @@ func parseReference(buf []byte) (map[string]refTensor, error) {
 	}
 	out := map[string]refTensor{}
 	f64 := map[string][]float64{}
+	bf16 := map[string][]float32{}
 	for _, nt := range st.Tensors() {
 		v := nt.TensorView
+		if name, ok := strings.CutPrefix(nt.Name, bf16Prefix); ok {
+			if v.DType() != safetensors.F32 {
+				return nil, fmt.Errorf("%w: tensor %s has dtype %v (want F32)", ErrReference, nt.Name, v.DType())
+			}
+			bf16[name] = float32s(v.Data())
+			continue
+		}
 		if name, ok := strings.CutPrefix(nt.Name, f64Prefix); ok {
 			if v.DType() != safetensors.F64 {
 				return nil, fmt.Errorf("%w: tensor %s has dtype %v (want F64)", ErrReference, nt.Name, v.DType())
@@ -342,10 +386,7 @@ func parseReference(buf []byte) (map[string]refTensor, error) {
 		data := v.Data()
 		switch v.DType() {
 		case safetensors.F32:
-			t.f = make([]float32, len(data)/4)
-			for i := range t.f {
-				t.f[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-			}
+			t.f = float32s(data)
 		case safetensors.I64:
 			t.i = make([]int64, len(data)/8)
 			for i := range t.i {
@@ -356,19 +397,46 @@ func parseReference(buf []byte) (map[string]refTensor, error) {
 		}
 		out[nt.Name] = t
 	}
-	if x, ok := f64["logits2_refsc"]; ok {
-		f64["logits2"] = x
-		delete(f64, "logits2_refsc")
+	if err := attach(out, f64, f64Prefix, func(t *refTensor, x []float64) { t.f64 = x }); err != nil {
+		return nil, err
 	}
-	for name, x := range f64 {
-		t, ok := out[name]
-		if !ok || t.f == nil || len(t.f) != len(x) {
-			return nil, fmt.Errorf("%w: %s%s has no float32 tensor %s of %d values", ErrReference, f64Prefix, name, name, len(x))
+	if err := attach(out, bf16, bf16Prefix, func(t *refTensor, x []float32) { t.bf16 = x }); err != nil {
+		return nil, err
+	}
+	for name, t := range out {
+		if t.bf16 != nil && t.f64 == nil {
+			return nil, fmt.Errorf("%w: %s%s has no float64 result %s%s to be measured against", ErrReference, bf16Prefix, name, f64Prefix, name)
 		}
-		t.f64 = x
-		out[name] = t
 	}
 	return out, nil
+}
+
+// attach sets the results of another precision (prefix: f64/, bf16/) on
+// their float32 tensors; <prefix>logits2_refsc (step 2 conditioned on the
+// stored float32 sc2_logits, as Parity runs it) is logits2's.
+func attach[T any](out map[string]refTensor, xs map[string][]T, prefix string, set func(*refTensor, []T)) error {
+	if x, ok := xs["logits2_refsc"]; ok {
+		xs["logits2"] = x
+		delete(xs, "logits2_refsc")
+	}
+	for name, x := range xs {
+		t, ok := out[name]
+		if !ok || t.f == nil || len(t.f) != len(x) {
+			return fmt.Errorf("%w: %s%s has no float32 tensor %s of %d values", ErrReference, prefix, name, name, len(x))
+		}
+		set(&t, x)
+		out[name] = t
+	}
+	return nil
+}
+
+// float32s decodes little-endian float32 values.
+func float32s(data []byte) []float32 {
+	x := make([]float32, len(data)/4)
+	for i := range x {
+		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return x
 }
 
 // parityRun holds the model outputs of the scenarios, keyed like the reference.

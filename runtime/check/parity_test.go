@@ -14,6 +14,7 @@ import (
 	"github.com/dgq-dev/dgq/runtime/cpu"
 	"github.com/dgq-dev/dgq/runtime/internal/fixture"
 	"github.com/dgq-dev/dgq/runtime/model"
+	"github.com/nlpodyssey/safetensors"
 )
 
 func TestMain(m *testing.M) { fixture.Main(m) }
@@ -42,7 +43,7 @@ func loadEngine(t testing.TB, fx, profile string, sets ...string) *model.Engine 
 func logReport(t *testing.T, rep *ParityReport) {
 	t.Helper()
 	for _, c := range rep.Cases {
-		t.Logf("%-24s max %-9.3g mean %-9.3g cos %.9f agree %.3f tol %-9.3g f32-ref-err %-9.3g pass %v",
+		t.Logf("%-24s max %-9.3g mean %-9.3g cos %.9f agree %.3f tol %-9.3g ref-err %-9.3g pass %v",
 			c.Name, c.MaxAbsErr, c.MeanAbsErr, c.Cosine, c.ArgmaxAgree, c.Tolerance, c.RefErr, c.Pass)
 	}
 }
@@ -268,5 +269,83 @@ func TestParityDequantizedOtherWeights(t *testing.T) {
 	}
 	if rep.Judged || !strings.Contains(rep.NoVerdict, "other weights") {
 		t.Fatalf("judged %v, reason %q", rep.Judged, rep.NoVerdict)
+	}
+}
+
+// editedReference copies a fixture's reference into a temporary directory
+// with every tensor passed through edit (false drops it).
+func editedReference(t *testing.T, fx string, edit func(name string, v safetensors.TensorView) (safetensors.TensorView, bool)) string {
+	t.Helper()
+	src := fixture.RefDir(t, fx)
+	raw, err := os.ReadFile(filepath.Join(src, "reference.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := safetensors.Deserialize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := map[string]safetensors.TensorView{}
+	for _, nt := range st.Tensors() {
+		if v, ok := edit(nt.Name, nt.TensorView); ok {
+			views[nt.Name] = v
+		}
+	}
+	b, err := safetensors.Serialize(views, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	meta, err := os.ReadFile(filepath.Join(src, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "reference.json"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "reference.safetensors"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The bf16 judgment (Bounds.BF16) on the trained checkpoint's reference,
+// which carries transformers' bfloat16 results: each float tensor bounded
+// by twice their distance to float64, which the CPU (float64 sums) is far
+// inside. A reference without bf16 results refuses the verdict, and a bf16
+// tensor of the wrong dtype is a reference error.
+func TestParityBF16Anchor(t *testing.T) {
+	e := loadEngine(t, "trained", "bf16")
+	b := DefaultBounds()
+	b.BF16 = true
+	rep, err := Parity(e, fixture.RefDir(t, "trained"), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logReport(t, rep)
+	if !rep.Judged || !rep.Pass || rep.Anchor != "bf16" {
+		t.Errorf("bf16-anchored parity of the CPU: judged %v pass %v anchor %s (%s)", rep.Judged, rep.Pass, rep.Anchor, rep.NoVerdict)
+	}
+	for _, c := range rep.Cases {
+		if c.RefErr > 0 && !(c.Tolerance >= F64Multiple*c.RefErr) {
+			t.Errorf("%s: tolerance %g below %d × the bf16 error %g", c.Name, c.Tolerance, F64Multiple, c.RefErr)
+		}
+	}
+	noBF16 := editedReference(t, "trained", func(name string, v safetensors.TensorView) (safetensors.TensorView, bool) {
+		return v, !strings.HasPrefix(name, bf16Prefix)
+	})
+	rep, err = Parity(e, noBF16, b)
+	if err != nil || rep.Judged || !strings.Contains(rep.NoVerdict, "bf16") {
+		t.Errorf("no bf16 results: %v, %+v; want no verdict", err, rep)
+	}
+	badDType := editedReference(t, "trained", func(name string, v safetensors.TensorView) (safetensors.TensorView, bool) {
+		if name == bf16Prefix+"logits1" {
+			w, err := safetensors.NewTensorView(safetensors.F64, []uint64{uint64(len(v.Data()) / 8)}, v.Data())
+			return w, err == nil
+		}
+		return v, true
+	})
+	if _, err := Parity(e, badDType, b); !errors.Is(err, ErrReference) {
+		t.Errorf("F64 bf16 tensor: %v, want ErrReference", err)
 	}
 }

@@ -181,8 +181,8 @@ type VerifyGeneration struct {
 // temperature, t_max), so each step is measured alone; the logits give
 // KL(source‖pack), top-1 agreement and each model's accuracy against the
 // true tokens, the decoder's hidden states the per-layer relative error
-// and cosine, and on the CPU backend the router's top-k choices per
-// layer. Then a few seeded generations of both are compared.
+// and cosine, and on backends that report routes (backend.RouteRecorder:
+// CPU, CUDA) the router's top-k choices per layer. Then a few seeded generations of both are compared.
 //
 // Both models are loaded at once on the backend o.Load names. A snapshot
 // source is turned into a temporary bf16 pack first (layered over the
@@ -373,22 +373,22 @@ func readVerifyText(path string) (text []byte, truncated bool, err error) {
 
 // verifyRun holds the two engines of a Verify and what it accumulates.
 type verifyRun struct {
-	pe, se     *model.Engine
-	pcpu, scpu *cpu.Backend // the engines' CPU backends (router routes), nil otherwise
-	routes     bool
-	T          float32 // the SC temperature: the generation's first (t_max)
-	V          int
-	acc        verifyAcc
-	hs, hp     [][]float32
-	rs, rp     cpu.Routes
+	pe, se *model.Engine
+	pr, sr backend.RouteRecorder // the engines' backends where they report routes (CPU, CUDA), nil otherwise
+	routes bool
+	T      float32 // the SC temperature: the generation's first (t_max)
+	V      int
+	acc    verifyAcc
+	hs, hp [][]float32
+	rs, rp backend.Routes
 }
 
 func newVerifyRun(ps, ss *session.Session, rates int) *verifyRun {
 	v := &verifyRun{pe: ps.Engine, se: ss.Engine, V: ps.Model.Vocab(),
 		T: generate.Temperature(ps.GenConfig, ps.GenConfig.MaxDenoisingSteps)}
-	v.pcpu, _ = ps.Engine.Backend().(*cpu.Backend)
-	v.scpu, _ = ss.Engine.Backend().(*cpu.Backend)
-	v.routes = v.pcpu != nil && v.scpu != nil
+	v.pr, _ = ps.Engine.Backend().(backend.RouteRecorder)
+	v.sr, _ = ss.Engine.Backend().(backend.RouteRecorder)
+	v.routes = v.pr != nil && v.sr != nil
 	v.acc = newVerifyAcc(rates, ps.Model.Layers())
 	return v
 }
@@ -412,11 +412,11 @@ func (v *verifyRun) window(ctx context.Context, w int, win verifyWindow, o Verif
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			zs, err := v.denoise(v.se, v.scpu, cs, canvas, sc, &v.hs, &v.rs)
+			zs, err := v.denoise(v.se, v.sr, cs, canvas, sc, &v.hs, &v.rs)
 			if err != nil {
 				return fmt.Errorf("verify: source: %w", err)
 			}
-			zp, err := v.denoise(v.pe, v.pcpu, cp, canvas, sc, &v.hp, &v.rp)
+			zp, err := v.denoise(v.pe, v.pr, cp, canvas, sc, &v.hp, &v.rp)
 			if err != nil {
 				return fmt.Errorf("verify: pack: %w", err)
 			}
@@ -435,8 +435,8 @@ func (v *verifyRun) window(ctx context.Context, w int, win verifyWindow, o Verif
 }
 
 // denoise runs one measured denoise call, its hidden states into *hidden
-// and, on a CPU backend, its routes into *r.
-func (v *verifyRun) denoise(e *model.Engine, be *cpu.Backend, c *model.Cache, canvas []int, sc []float32, hidden *[][]float32, r *cpu.Routes) ([]float32, error) {
+// and, where both backends report routes, its routes into *r.
+func (v *verifyRun) denoise(e *model.Engine, be backend.RouteRecorder, c *model.Cache, canvas []int, sc []float32, hidden *[][]float32, r *backend.Routes) ([]float32, error) {
 	*hidden, r.Calls = (*hidden)[:0], r.Calls[:0]
 	if be != nil && v.routes {
 		be.RecordRoutes(r)

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"github.com/dgq-dev/dgq/runtime/backend"
 	"math"
 	"reflect"
 	"slices"
@@ -121,7 +122,7 @@ func (a *verifyAcc) layers(hs, hp [][]float32) {
 
 // routes compares one call's router choices: MoE call k is decoder layer
 // k+1; a row agrees when both chose the same set of experts.
-func (a *verifyAcc) routes(rs, rp cpu.Routes) {
+func (a *verifyAcc) routes(rs, rp backend.Routes) {
 	if len(rs.Calls) != len(a.hidden)-1 || len(rp.Calls) != len(rs.Calls) {
 		return // not one call per layer: nothing to pair
 	}

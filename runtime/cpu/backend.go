@@ -24,24 +24,15 @@ func init() {
 // stay open while they are in use). Ops run synchronously.
 type Backend struct {
 	p *pool
-	// margins, when not nil, receives router selection margins (see
-	// RecordRouterMargins); routes, the selections (RecordRoutes).
-	margins []float64
-	routes  *Routes
+	// routes, when not nil, receives the router's selections and their
+	// margins (RecordRoutes).
+	routes *backend.Routes
 }
 
 var _ backend.Backend = (*Backend)(nil)
 
 // New returns a CPU backend running on workers goroutines (≤ 0: GOMAXPROCS).
 func New(workers int) *Backend { return &Backend{p: newPool(workers)} }
-
-// RecordRouterMargins makes every later MoE call lower margins[t], for each
-// of its rows t < len(margins), to that token's router selection margin:
-// its K-th expert probability minus the best one left out (a near tie when
-// small: another backend's rounding may choose the other expert). nil stops
-// recording. This is an optional output of MoE for diagnostics (the
-// lockstep check); it does not change any result.
-func (c *Backend) RecordRouterMargins(margins []float64) { c.margins = margins }
 
 type cpuBuf struct{ v []float32 }
 

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dgq-dev/dgq/runtime/backend"
 )
@@ -161,12 +162,15 @@ func (c *Backend) MoE(out, u, x backend.Buf, rows int, w backend.MoEWeights) err
 	}
 	l := &moeLayer{H: H, E: E, K: w.TopK, F: F, eps: w.Eps, routerRoot: w.RouterRoot,
 		router: mats[0], gateUp: mats[1], expDown: mats[2], routerScale: b[3][:H], perExpertScale: b[4][:E]}
-	var gaps []float64
-	if c.margins != nil {
-		gaps = c.margins[:min(rows, len(c.margins))]
+	var gaps []float64 // the selection margins, recorded with the routes
+	if c.routes != nil {
+		gaps = make([]float64, rows)
+		for t := range gaps {
+			gaps[t] = math.Inf(1)
+		}
 	}
 	idx, wts := c.p.route(l, b[2][:rows*H], rows, gaps)
-	c.recordRoutes(idx, rows, w.TopK) // RecordRoutes (routes.go): an optional diagnostic output
+	c.recordRoutes(idx, rows, w.TopK, gaps) // RecordRoutes (routes.go): an optional diagnostic output
 	copy(b[0], c.p.experts(l, b[1][:rows*H], rows, idx, wts))
 	return nil
 }

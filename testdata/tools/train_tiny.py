@@ -348,9 +348,12 @@ def train(a, init_dir, tr_stream, ho_stream, V, C, device, metrics):
 def scenario(model, ids, P, C, dtype, ref_sc2=None):
     """hf_fixture.references() on given ids; returns every tensor in `dtype` (floats) / int64. With
     ref_sc2 (the stored float32 sc2_logits) also logits2_refsc: step 2 conditioned on ref_sc2, as
-    runtime/testdata/hf_float64.py computes it and the Go parity check runs step 2."""
+    runtime/testdata/hf_float64.py computes it and the Go parity check runs step 2. Runs on the model's device;
+    the results come back on the CPU."""
     cfg = model.config
+    dev = next(model.parameters()).device
     ref = dict(ids)
+    ids = {k: v.to(dev) for k, v in ids.items()}
     prompt = ids["prompt_ids"][None]
     enc = model.model.encoder
     eo = enc(input_ids=prompt, past_key_values=DynamicCache(config=cfg.text_config), output_hidden_states=True)
@@ -366,7 +369,7 @@ def scenario(model, ids, P, C, dtype, ref_sc2=None):
                            self_conditioning_logits=sc2).logits[0]
     if ref_sc2 is not None:
         ref["logits2_refsc"] = model(decoder_input_ids=ids["canvas2_ids"][None], past_key_values=cache,
-                                     self_conditioning_logits=ref_sc2[None].to(dtype)).logits[0]
+                                     self_conditioning_logits=ref_sc2[None].to(dev, dtype)).logits[0]
     dist = torch.distributions.Categorical(logits=sc2[0])
     H = dist.entropy()
     sH, idx = torch.sort(H)
@@ -375,11 +378,11 @@ def scenario(model, ids, P, C, dtype, ref_sc2=None):
     ref["step1_accept_mask"] = torch.zeros_like(sel).scatter(0, idx, sel).to(torch.int64)
     ref["step1_argmax"] = sc2[0].argmax(-1)
     eo2 = enc(input_ids=ids["block1_ids"][None], past_key_values=cache,
-              position_ids=torch.arange(P, P + C).unsqueeze(0))
+              position_ids=torch.arange(P, P + C, device=dev).unsqueeze(0))
     ref["block1_last_hidden"] = eo2.last_hidden_state[0]
     ref["logits3"] = model(decoder_input_ids=ids["canvas3_ids"][None], past_key_values=eo2.past_key_values,
-                           decoder_position_ids=torch.arange(P + C, P + 2 * C).unsqueeze(0)).logits[0]
-    return {k: t.contiguous().to(dtype) if t.is_floating_point() else t.contiguous().to(torch.int64)
+                           decoder_position_ids=torch.arange(P + C, P + 2 * C, device=dev).unsqueeze(0)).logits[0]
+    return {k: t.contiguous().to(dtype).cpu() if t.is_floating_point() else t.contiguous().to(torch.int64).cpu()
             for k, t in ref.items()}
 
 
