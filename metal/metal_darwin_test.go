@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -246,8 +247,9 @@ func TestExactArithmetic(t *testing.T) {
 	}
 }
 
-// TestWrap wraps page-aligned mapped memory without copying and refuses
-// what Metal cannot take.
+// TestWrap wraps page-aligned mapped memory without copying (anonymous
+// memory, and a read-only file mapping as a pack's blob is) and refuses what
+// Metal cannot take.
 func TestWrap(t *testing.T) {
 	e := open(t)
 	page := e.Caps().PageSize
@@ -281,6 +283,36 @@ func TestWrap(t *testing.T) {
 		t.Error("Bytes of a wrapped buffer is not the wrapped memory")
 	}
 	w.Free()
+
+	// A read-only shared file mapping, as the pack's blob is mapped.
+	f, err := os.CreateTemp(t.TempDir(), "blob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(mapped[:2*page+100]); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := syscall.Mmap(int(f.Fd()), 0, 2*page+100, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(ro)
+	wro, err := e.Wrap(ro)
+	if err != nil {
+		t.Fatalf("wrapping a read-only file mapping: %v", err)
+	}
+	dst2 := alloc(t, e, len(ro))
+	if err := e.Dispatch(p, [3]int{(len(ro) + 255) / 256, 1, 1}, [3]int{256, 1, 1}, metal.Arg{Mem: wro}, metal.Arg{Mem: dst2}, metal.Arg{Scalar: u32(uint32(len(ro)))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if string(dst2.Bytes()) != string(ro) {
+		t.Fatal("the kernel did not read the wrapped file mapping")
+	}
+	wro.Free()
 
 	if _, err := e.Wrap(mapped[64 : 64+page]); !errors.Is(err, metal.ErrUnaligned) {
 		t.Errorf("unaligned Wrap: %v", err)
