@@ -7,4 +7,12 @@
 // cgo), and a host engine, which runs the very Metal text of every kernel on
 // the CPU from a clang-built shared library, so that Linux CI proves the
 // backend before a Mac runs it. docs/metal.md says what is proven where.
+//
+// The real engine is DeviceEngine (OpenDevice; *_darwin.go): Shared and
+// no-copy buffers, kernels compiled from Metal source (Options.Source) with
+// safe math and cached per (unit, kernel), dispatches batched into one
+// command buffer per Sync. Off macOS OpenDevice fails with ErrUnavailable.
+// The backend.Backend over the seam is not written yet: opening backend
+// "metal" fails in one line (ErrUnavailable off macOS on Apple silicon,
+// ErrNotImplemented on it), which cmd/dgq reports with exit code 6.
 package metal

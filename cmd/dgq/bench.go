@@ -15,7 +15,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		asJSON bool
 	)
 	c := &cobra.Command{
-		Use:   "bench PACK [--backend cpu|cuda] [--precision f32|bf16] [--prompt-len N] [--canvas N] [--reps N] [--json]",
+		Use:   "bench PACK [--backend cpu|cuda|metal] [--precision f32|bf16] [--prompt-len N] [--canvas N] [--reps N] [--json]",
 		Short: "Time a prefill and one generation step of a pack on a backend",
 		Long: `bench loads the pack (digests verified unless --skip-digests) on the backend and times, after one
 warm-up each, a prefill of --prompt-len random tokens into an empty cache and one generation step at that

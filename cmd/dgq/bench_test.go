@@ -30,5 +30,5 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 	assertOneLineError(t, dgqRun("bench", pack, "--reps", "0"), exitUsage, "--reps")
-	assertOneLineError(t, dgqRun("bench", pack, "--backend", "metal"), exitUsage, "metal")
+	assertOneLineError(t, dgqRun("bench", pack, "--backend", "tpu"), exitUsage, "tpu")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/layout"
+	"github.com/dgq-dev/dgq/metal"
 	"github.com/dgq-dev/dgq/overlay"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/check"
@@ -83,6 +84,17 @@ func TestExitCodes(t *testing.T) {
 		{"check.ErrReference", check.ErrReference, exitInvalid},
 		{"backend.ErrUnknown", backend.ErrUnknown, exitUsage},
 		{"backend.ErrUnavailable", backend.ErrUnavailable, exitBackend},
+		{"metal.ErrUnavailable", metal.ErrUnavailable, exitBackend},
+		{"metal.ErrNotImplemented", metal.ErrNotImplemented, exitBackend},
+		{"metal.ErrBufferLimit", metal.ErrBufferLimit, exitBackend},
+		{"metal.ErrUnaligned", metal.ErrUnaligned, exitFailure},
+		{"metal.ErrNoSource", metal.ErrNoSource, exitFailure},
+		{"metal.ErrCompile", metal.ErrCompile, exitFailure},
+		{"metal.ErrNoKernel", metal.ErrNoKernel, exitFailure},
+		{"metal.ErrArgument", metal.ErrArgument, exitFailure},
+		{"metal.ErrAlloc", metal.ErrAlloc, exitFailure},
+		{"metal.ErrCommand", metal.ErrCommand, exitFailure},
+		{"metal.ErrClosed", metal.ErrClosed, exitFailure},
 		{"generate.ErrConfig", generate.ErrConfig, exitInvalid},
 		{"session.ErrRun", session.ErrRun, exitInvalid},
 

@@ -8,7 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	_ "github.com/dgq-dev/dgq/cuda" // registers --backend cuda
+	_ "github.com/dgq-dev/dgq/cuda"  // registers --backend cuda
+	_ "github.com/dgq-dev/dgq/metal" // registers --backend metal
 )
 
 func main() {

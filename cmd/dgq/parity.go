@@ -19,7 +19,7 @@ func newParityCmd(e *env) *cobra.Command {
 		lo     session.Options
 	)
 	c := &cobra.Command{
-		Use:   "parity PACK --reference FILE [--json] [--backend cpu|cuda] [--precision f32|bf16]",
+		Use:   "parity PACK --reference FILE [--json] [--backend cpu|cuda|metal] [--precision f32|bf16]",
 		Short: "Run the transformers reference scenarios on a pack and compare every tensor",
 		Long: `parity loads the pack (every digest verified), replays the scenarios of a reference made by
 transformers (reference.safetensors + reference.json side by side: prompt prefill, denoise without and with

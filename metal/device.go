@@ -1,0 +1,55 @@
+package metal
+
+import "fmt"
+
+// The device engine's platform-independent part: its options and what it
+// reports of the device. OpenDevice and DeviceEngine are in device_darwin.go
+// (Metal through purego) and device_other.go (everywhere else: ErrUnavailable).
+
+// Options configures OpenDevice.
+type Options struct {
+	// Source returns the Metal text of a translation unit, the unit of
+	// Engine.Pipeline (a kernel file such as "rmsnorm.kern": its Metal
+	// prelude, the common include and the file, kernels.FileUnit). Nil means
+	// the package's default, which the Metal prelude of runtime/kernels
+	// provides (defaultSource).
+	Source func(unit string) (string, error)
+}
+
+// DeviceCaps is what the device engine read of its device when it opened it.
+type DeviceCaps struct {
+	// Name is the device's name ("Apple M2 Max").
+	Name string
+	// MaxBufferLength is the longest buffer the device makes, in bytes: the
+	// bound on Alloc and on each Wrap.
+	MaxBufferLength uint64
+	// MaxThreadsPerThreadgroup is the device's bound per dimension (x, y, z)
+	// of a threadgroup; each pipeline has its own bound on the product
+	// (Pipeline.MaxThreads).
+	MaxThreadsPerThreadgroup [3]int
+	// RecommendedMaxWorkingSetSize is how many bytes the device can use
+	// without hurting performance (Metal's estimate; on Apple silicon a
+	// share of the unified memory).
+	RecommendedMaxWorkingSetSize uint64
+	// UnifiedMemory: CPU and GPU share memory (true on Apple silicon; the
+	// engine requires it).
+	UnifiedMemory bool
+	// Apple7 and Metal3: the device supports the MTLGPUFamilyApple7 (M1 and
+	// later) and MTLGPUFamilyMetal3 families (the engine requires both).
+	Apple7, Metal3 bool
+	// PageSize is the host's page, the alignment of Wrap (16 KiB on Apple
+	// silicon).
+	PageSize int
+}
+
+// The real engine implements the seam on every platform (off darwin every
+// method fails with ErrUnavailable).
+var _ Engine = (*DeviceEngine)(nil)
+
+// defaultSource is the Source of an engine opened with a nil
+// Options.Source. The Metal prelude of runtime/kernels is being written
+// alongside this package; until it is wired in here (kernels.FileUnit with
+// it), every unit is refused with ErrNoSource and callers pass a Source.
+func defaultSource(unit string) (string, error) {
+	return "", fmt.Errorf("%w for unit %q: the Metal prelude is not wired in yet (pass Options.Source)", ErrNoSource, unit)
+}
