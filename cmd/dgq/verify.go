@@ -95,8 +95,8 @@ func renderVerify(w io.Writer, r *check.VerifyReport) {
 	}
 	tw.Flush()
 	if g := r.Generation; g != nil {
-		fmt.Fprintf(w, "\ngenerations: %d of %d tokens, %d identical, token agreement %.4f, steps per block: source %.2f, pack %.2f\n",
-			g.Runs, g.Tokens, g.Identical, g.TokenAgreement, g.StepsPerBlock.Source, g.StepsPerBlock.Pack)
+		fmt.Fprintf(w, "\ngenerations: %d of %d tokens, %d identical, token agreement %.4f, steps per block: source %.2f, pack %.2f; argmax settled at step: source %.2f, pack %.2f\n",
+			g.Runs, g.Tokens, g.Identical, g.TokenAgreement, g.StepsPerBlock.Source, g.StepsPerBlock.Pack, g.SettleSteps.Source, g.SettleSteps.Pack)
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintf(w, "notes: %s\n", strings.Join(r.Notes, "; "))

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
+	"image/color"
 	"image/draw"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,7 +33,11 @@ type qualityRow struct {
 	AccSource float64 `json:"accuracy_source"`
 	StepsPack float64 `json:"steps_per_block_pack"`
 	StepsSrc  float64 `json:"steps_per_block_source"`
-	TokAgree  float64 `json:"generation_token_agreement"`
+	// SettlePack and SettleSrc: the step after which a block's argmax canvas
+	// no longer changed (VerifyGeneration.SettleSteps).
+	SettlePack float64 `json:"settle_steps_pack"`
+	SettleSrc  float64 `json:"settle_steps_source"`
+	TokAgree   float64 `json:"generation_token_agreement"`
 }
 
 // TestQualityTable measures docs/quality.md: every profile of the trained
@@ -77,17 +84,19 @@ func TestQualityTable(t *testing.T) {
 				KLDP99: r.KLD.P99, KLDMax: r.KLD.Max, Top1: r.Top1, AccPack: r.Accuracy.Pack, AccSource: r.Accuracy.Source}
 			if g := r.Generation; g != nil {
 				row.StepsPack, row.StepsSrc, row.TokAgree = g.StepsPerBlock.Pack, g.StepsPerBlock.Source, g.TokenAgreement
+				row.SettlePack, row.SettleSrc = g.SettleSteps.Pack, g.SettleSteps.Source
 			}
 			t.Logf("%+v", row)
 			rows = append(rows, row)
 		}
 	}
 	var md strings.Builder
-	md.WriteString("| profile | encoder | blob MB | KLD mean | KLD p99 | KLD max | top-1 | accuracy (pack / bf16) | steps per block (pack / bf16) | generated tokens equal |\n")
-	md.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	md.WriteString("| profile | encoder | blob MB | KLD mean | KLD p99 | KLD max | top-1 | accuracy (pack / bf16) | steps per block (pack / bf16) | settled at step (pack / bf16) | generated tokens equal |\n")
+	md.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&md, "| %s | %s | %.2f | %.3g | %.3g | %.3g | %.4f | %.4f / %.4f | %.1f / %.1f | %.3f |\n", r.Profile, r.Encoder,
-			float64(r.BlobBytes)/1e6, r.KLDMean, r.KLDP99, r.KLDMax, r.Top1, r.AccPack, r.AccSource, r.StepsPack, r.StepsSrc, r.TokAgree)
+		fmt.Fprintf(&md, "| %s | %s | %.2f | %.3g | %.3g | %.3g | %.4f | %.4f / %.4f | %.1f / %.1f | %.1f / %.1f | %.3f |\n", r.Profile, r.Encoder,
+			float64(r.BlobBytes)/1e6, r.KLDMean, r.KLDP99, r.KLDMax, r.Top1, r.AccPack, r.AccSource, r.StepsPack, r.StepsSrc,
+			r.SettlePack, r.SettleSrc, r.TokAgree)
 	}
 	js, err := json.MarshalIndent(rows, "", "  ")
 	if err != nil {
@@ -109,25 +118,91 @@ func TestQualityTable(t *testing.T) {
 	t.Log("\n" + md.String())
 }
 
-// qualityChart draws KLD mean and top-1 disagreement per quantized profile,
-// search and minmax side by side, profiles in order of pack size.
+// qualityChart draws the KLD mean of every quantized pack against its
+// blob size (top: a scatter, KLD on a log axis, search and minmax in their
+// colours, each point labeled with its profile) and the top-1
+// disagreement per profile, search and minmax side by side (bottom).
 func qualityChart(rows []qualityRow) *image.RGBA {
 	img := image.NewRGBA(image.Rect(0, 0, PlotWidth, PlotHeight))
 	draw.Draw(img, img.Bounds(), image.NewUniform(plotBG), image.Point{}, draw.Src)
-	var kld, dis [][]float64
+	var dis [][]float64
 	var labels []string
-	for i := 0; i+1 < len(rows); i++ {
-		a, b := rows[i], rows[i+1]
-		if a.Profile != b.Profile {
+	var pts []scatterPoint
+	for i, r := range rows {
+		if r.Profile == "bf16" {
 			continue
 		}
-		kld = append(kld, []float64{a.KLDMean, b.KLDMean})
-		dis = append(dis, []float64{1 - a.Top1, 1 - b.Top1})
-		labels = append(labels, strings.ToUpper(fmt.Sprintf("%s %.1fMB", a.Profile, float64(a.BlobBytes)/1e6)))
-		i++
+		pts = append(pts, scatterPoint{X: float64(r.BlobBytes) / 1e6, Y: r.KLDMean, Series: boolIndex(r.Encoder != "search"),
+			Label: strings.ToUpper(r.Profile)})
+		if i+1 < len(rows) && rows[i+1].Profile == r.Profile {
+			dis = append(dis, []float64{1 - r.Top1, 1 - rows[i+1].Top1})
+			labels = append(labels, strings.ToUpper(r.Profile))
+		}
 	}
 	legend := []string{"SEARCH", "MINMAX"}
-	plotPanel(img, image.Rect(0, 0, PlotWidth, PlotHeight/2), "KLD MEAN VS BF16 (NATS)", kld, labels, legend)
+	scatterPanel(img, image.Rect(0, 0, PlotWidth, PlotHeight/2), "KLD MEAN VS BF16 (NATS, LOG) AGAINST PACK MB", pts, legend)
 	plotPanel(img, image.Rect(0, PlotHeight/2, PlotWidth, PlotHeight), "TOP-1 DISAGREEMENT VS BF16", dis, labels, legend)
 	return img
+}
+
+// scatterPoint is one point of scatterPanel.
+type scatterPoint struct {
+	X, Y   float64
+	Series int
+	Label  string
+}
+
+// scatterPanel draws points in area: x linear from the smallest to the
+// largest X (both labeled, with 5 % margins), y logarithmic over the
+// decades the Y values span (each decade labeled and gridded).
+func scatterPanel(img *image.RGBA, area image.Rectangle, title string, pts []scatterPoint, legend []string) {
+	const scale = 2
+	series := []color.RGBA{plotBlue, plotOrange}
+	drawText(img, area.Min.X+12, area.Min.Y+12, title, scale, plotInk)
+	for i, name := range legend {
+		x := area.Max.X - 200 + i*100
+		fill(img, image.Rect(x, area.Min.Y+12, x+10, area.Min.Y+22), series[i%len(series)])
+		drawText(img, x+16, area.Min.Y+12, name, scale, plotInk)
+	}
+	plot := image.Rect(area.Min.X+80, area.Min.Y+40, area.Max.X-40, area.Max.Y-36)
+	if len(pts) == 0 {
+		return
+	}
+	x0, x1 := math.Inf(1), math.Inf(-1)
+	d0, d1 := math.Inf(1), math.Inf(-1)
+	for _, p := range pts {
+		x0, x1 = min(x0, p.X), max(x1, p.X)
+		if p.Y > 0 {
+			d0, d1 = min(d0, math.Floor(math.Log10(p.Y))), max(d1, math.Ceil(math.Log10(p.Y)))
+		}
+	}
+	if d1 <= d0 {
+		d0, d1 = -6, 0
+	}
+	pad := max((x1-x0)*0.05, 0.05)
+	x0, x1 = x0-pad, x1+pad
+	px := func(x float64) int { return plot.Min.X + int(float64(plot.Dx())*(x-x0)/(x1-x0)) }
+	py := func(y float64) int { return plot.Max.Y - int(float64(plot.Dy())*(math.Log10(y)-d0)/(d1-d0)) }
+	for d := d0; d <= d1; d++ {
+		y := plot.Max.Y - int(float64(plot.Dy())*(d-d0)/(d1-d0))
+		fill(img, image.Rect(plot.Min.X, y, plot.Max.X, y+1), plotGrid)
+		l := fmt.Sprintf("1E%d", int(d))
+		drawText(img, plot.Min.X-8-textWidth(l, scale), y-5, l, scale, plotInk)
+	}
+	for _, x := range []float64{x0 + pad, x1 - pad} {
+		l := strconv.FormatFloat(x, 'f', 2, 64) + "MB"
+		drawText(img, px(x)-textWidth(l, scale)/2, plot.Max.Y+8, strings.ToUpper(l), scale, plotInk)
+	}
+	for _, p := range pts {
+		if !(p.Y > 0) {
+			continue
+		}
+		x, y := px(p.X), py(p.Y)
+		fill(img, image.Rect(x-4, y-4, x+5, y+5), series[p.Series%len(series)])
+		if p.Series == 0 { // one label per profile: the search point's
+			drawText(img, x+8, y-5, p.Label, scale, plotInk)
+		}
+	}
+	fill(img, image.Rect(plot.Min.X-1, plot.Min.Y, plot.Min.X+1, plot.Max.Y+1), plotInk)
+	fill(img, image.Rect(plot.Min.X-1, plot.Max.Y, plot.Max.X, plot.Max.Y+2), plotInk)
 }

@@ -169,8 +169,14 @@ type VerifyGeneration struct {
 	// disagreeing).
 	TokenAgreement float64 `json:"token_agreement"`
 	// StepsPerBlock is each model's mean denoising steps per committed
-	// block (steps to converge).
+	// block (steps until the sampler's stop rule ends the block).
 	StepsPerBlock VerifyPair `json:"steps_per_block"`
+	// SettleSteps is each model's mean, over the positions of committed
+	// blocks, of the step from which the position's argmax stayed what it
+	// was at the block's last step (steps to converge, whatever the stop
+	// rule: a model that converges later needs more steps before any rule
+	// can stop it).
+	SettleSteps VerifyPair `json:"settle_steps"`
 }
 
 // Verify runs the pack at packDir and its bf16 source on the same inputs
@@ -469,13 +475,15 @@ func verifyGenerate(ctx context.Context, ps, ss *session.Session, wins []verifyW
 	tokens := cmp.Or(o.GenTokens, ps.Model.Config().CanvasLength)
 	g := &VerifyGeneration{Runs: o.Generations, Tokens: tokens}
 	var agree, total int
-	var blocks [2]int
-	var steps [2]int
+	var blocks, steps, positions [2]int
+	var settle [2]float64
 	for i := range o.Generations {
-		opt := generate.Options{Seed: o.Seed + uint64(i), MaxNewTokens: tokens, MaxSteps: o.GenSteps}
 		prompt := wins[i%len(wins)].prefix
 		var out [2]*generate.Generation
 		for j, e := range []*model.Engine{ss.Engine, ps.Engine} {
+			opt := generate.Options{Seed: o.Seed + uint64(i), MaxNewTokens: tokens, MaxSteps: o.GenSteps}
+			var settled settleSteps
+			opt.Trace = settled.step
 			r, err := generate.Generate(ctx, e, prompt, ps.GenConfig, opt)
 			if err != nil {
 				return nil, fmt.Errorf("verify: generation %d: %w", i, err)
@@ -483,6 +491,9 @@ func verifyGenerate(ctx context.Context, ps, ss *session.Session, wins []verifyW
 			out[j] = r
 			blocks[j] += r.Blocks
 			steps[j] += r.Steps
+			n, sum := settled.total(r.Blocks)
+			positions[j] += n
+			settle[j] += sum
 		}
 		a, b := out[0].Tokens, out[1].Tokens
 		if slices.Equal(a, b) {
@@ -497,7 +508,45 @@ func verifyGenerate(ctx context.Context, ps, ss *session.Session, wins []verifyW
 	}
 	g.TokenAgreement = ratio(agree, total)
 	g.StepsPerBlock = VerifyPair{Source: ratio(steps[0], blocks[0]), Pack: ratio(steps[1], blocks[1])}
+	g.SettleSteps = VerifyPair{Source: settle[0] / float64(max(positions[0], 1)), Pack: settle[1] / float64(max(positions[1], 1))}
 	return g, nil
+}
+
+// settleSteps tracks, per block and position, the step from which the
+// position's argmax has not changed (generate.Options.Trace).
+type settleSteps struct {
+	last [][]int // block → the previous step's argmax canvas
+	from [][]int // block → per position, the first step of its current run
+}
+
+func (s *settleSteps) step(st generate.StepTrace) {
+	for len(s.from) <= st.Block {
+		s.from, s.last = append(s.from, nil), append(s.last, nil)
+	}
+	b := st.Block
+	if s.from[b] == nil { // a block's first step (or a rerolled block's)
+		s.from[b] = make([]int, len(st.Argmax))
+		s.last[b] = nil
+	}
+	for i, id := range st.Argmax {
+		if s.last[b] == nil || s.last[b][i] != id || st.Step == 1 {
+			s.from[b][i] = st.Step
+		}
+	}
+	s.last[b] = st.Argmax
+}
+
+// total returns the positions of the first blocks blocks and the sum of
+// their settle steps.
+func (s *settleSteps) total(blocks int) (int, float64) {
+	n, sum := 0, 0.0
+	for b := range min(blocks, len(s.from)) {
+		for _, k := range s.from[b] {
+			n++
+			sum += float64(k)
+		}
+	}
+	return n, sum
 }
 
 func ratio(a, b int) float64 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dgq-dev/dgq/runtime/generate"
 	"image"
 	"image/png"
 	"math"
@@ -252,5 +253,29 @@ func TestVerifyPercentiles(t *testing.T) {
 	}
 	if klDivergence(lp, lp) != 0 {
 		t.Error("KL(p‖p) ≠ 0")
+	}
+}
+
+// settleSteps: a position settles at the first step of its final run of
+// equal argmaxes; a block's step 1 starts afresh (a rerolled block).
+func TestSettleSteps(t *testing.T) {
+	var s settleSteps
+	for _, st := range []generate.StepTrace{
+		{Block: 0, Step: 1, Argmax: []int{5, 6}},
+		{Block: 0, Step: 2, Argmax: []int{5, 7}},
+		{Block: 0, Step: 3, Argmax: []int{5, 7}},
+		{Block: 1, Step: 1, Argmax: []int{1, 1}},
+		{Block: 1, Step: 2, Argmax: []int{2, 1}},
+		{Block: 1, Step: 1, Argmax: []int{3, 3}}, // rerolled
+		{Block: 1, Step: 2, Argmax: []int{3, 4}},
+	} {
+		s.step(st)
+	}
+	// Block 0 settles at 1 and 2, block 1 (rerolled) at 1 and 2.
+	if n, sum := s.total(2); n != 4 || sum != 6 {
+		t.Errorf("total(2) = %d positions, sum %g; want 4, 6", n, sum)
+	}
+	if n, sum := s.total(1); n != 2 || sum != 3 {
+		t.Errorf("total(1) = %d positions, sum %g; want 2, 3", n, sum)
 	}
 }

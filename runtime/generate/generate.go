@@ -52,6 +52,9 @@ type StepTrace struct {
 	Temperature float64 // T of the step (the float32 value)
 	Stable      bool    // the argmax canvas equals the previous stability_threshold ones
 	Stopped     bool    // a stop rule fired: the block ends after this step
+	// Argmax is the step's argmax canvas (C ids; the caller may keep it:
+	// every step has its own).
+	Argmax []int
 }
 
 // Generation is the result of Generate.
@@ -284,7 +287,7 @@ func (r *genRun) block(b, C int) ([]int, error) {
 		r.steps++
 		if r.o.Trace != nil {
 			r.o.Trace(StepTrace{Block: b, Step: k, Accepted: accepted, MeanEntropy: float64(mean),
-				Temperature: float64(T), Stable: stable, Stopped: stop})
+				Temperature: float64(T), Stable: stable, Stopped: stop, Argmax: a})
 		}
 		if stop {
 			break
