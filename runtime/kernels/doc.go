@@ -5,8 +5,8 @@
 // the re-lay of stored tensors at upload.
 //
 // A backend compiles a translation unit per kernel file: its own prelude,
-// which maps the dialect's names to its language (cuda/kernels/prelude_cuda.h
-// for NVRTC; a Metal prelude for the Metal shading language), then the
+// which maps the dialect's names to its language (Prelude: prelude_cuda.h
+// for NVRTC, prelude_metal.h for the Metal Shading Language), then the
 // common include (common.h: group reductions, compensated sums, the number
 // formats and one decoder per stored format), then the file. Unit assembles
 // it; a backend-specific source (cuda's tensor-core GEMMs) uses the same
