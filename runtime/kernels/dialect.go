@@ -34,12 +34,20 @@ func (d Dialect) String() string {
 //go:embed prelude_cuda.h
 var preludeCUDA string
 
+// preludeMetal maps the dialect to the Metal Shading Language (Metal 3, to be
+// compiled in Safe math mode: the file's comment says why).
+//
+//go:embed prelude_metal.h
+var preludeMetal string
+
 // Prelude returns the prelude of a dialect: the text a translation unit
 // starts with (Unit, FileUnit), "" for a value that is not a Dialect above.
 func Prelude(d Dialect) string {
 	switch d {
 	case CUDA:
 		return preludeCUDA
+	case Metal:
+		return preludeMetal
 	}
 	return ""
 }

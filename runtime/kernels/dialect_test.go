@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -13,6 +14,7 @@ func TestDialect(t *testing.T) {
 		marker string // text the prelude must hold; "" for no prelude
 	}{
 		{CUDA, "cuda", "__syncthreads()"},
+		{Metal, "metal", "threadgroup_barrier(mem_flags::mem_threadgroup)"},
 		{Dialect(0), "Dialect(0)", ""},
 		{Dialect(99), "Dialect(99)", ""},
 	}
@@ -39,6 +41,35 @@ func TestDialect(t *testing.T) {
 		}
 		if _, err := DialectUnit(tc.d, "nope.kern"); !errors.Is(err, ErrUnknownFile) {
 			t.Errorf("DialectUnit(%v, nope.kern) = %v, want ErrUnknownFile", tc.d, err)
+		}
+	}
+}
+
+// TestPreludesDefineTheSameNames: the Metal prelude defines every macro and
+// helper the CUDA prelude defines (the dialect is one set of names), and
+// only the listed extras beside them.
+func TestPreludesDefineTheSameNames(t *testing.T) {
+	defs := regexp.MustCompile(`(?m)^(?:#define ([A-Za-z_][A-Za-z0-9_]*)|INLINE [^(]*?\b([A-Za-z_][A-Za-z0-9_]*)\()`)
+	names := func(d Dialect) map[string]bool {
+		m := map[string]bool{}
+		for _, g := range defs.FindAllStringSubmatch(Prelude(d), -1) {
+			m[g[1]+g[2]] = true
+		}
+		return m
+	}
+	cuda, metal := names(CUDA), names(Metal)
+	if len(cuda) < 40 {
+		t.Fatalf("found %d names in the CUDA prelude: the pattern no longer matches", len(cuda))
+	}
+	for n := range cuda {
+		if !metal[n] {
+			t.Errorf("the Metal prelude does not define %s", n)
+		}
+	}
+	extras := map[string]bool{"DGQ_SHARED_STORAGE": true, "dgq_mul_rn": true, "dgq_add_rn": true}
+	for n := range metal {
+		if !cuda[n] && !extras[n] {
+			t.Errorf("the Metal prelude defines %s, which the CUDA prelude does not (add it to both or to the extras)", n)
 		}
 	}
 }
