@@ -7,4 +7,10 @@
 // cgo), and a host engine, which runs the very Metal text of every kernel on
 // the CPU from a clang-built shared library, so that Linux CI proves the
 // backend before a Mac runs it. docs/metal.md says what is proven where.
+//
+// The host engine (HostEngine: host_engine.go, host_build.go,
+// host_launch.go, host_sanitize.go, the C runtime in hostrt/) and the strict
+// check of the kernels' Metal text (internal/msl) are described in
+// docs/metal-host.md; dispatch.go and errors.go hold the argument checks and
+// errors both engines share.
 package metal

@@ -15,6 +15,12 @@ import (
 	"github.com/dgq-dev/dgq/runtime/kernels"
 )
 
+var (
+	_ Engine   = (*HostEngine)(nil)
+	_ Mem      = (*hostMem)(nil)
+	_ Pipeline = (*hostPipeline)(nil)
+)
+
 // hostMaxThreads is the most threads a host threadgroup may have (Apple
 // GPUs' limit, before a pipeline's own).
 const hostMaxThreads = 1024

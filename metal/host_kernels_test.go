@@ -17,6 +17,29 @@ import (
 // arithmetic (u = 2^-24, the unit roundoff; a sum of n f32 terms is within
 // n·u·Σ|terms| of the exact one); bit-exact kernels are compared bit for bit.
 
+// kernelTests run kernels of runtime/kernels on an engine.
+var kernelTests = []struct {
+	name string
+	run  func(*testing.T, Engine)
+}{
+	{"RMSNorm", testRMSNorm},
+	{"Categorical", testCategorical},
+	{"RouterTopK", testRouterTopK},
+	{"RouterGrouping", testRouterGrouping},
+	{"Dequant", testDequant},
+	{"AttnSoftmax", testAttnSoftmax},
+	{"AttentionTiled", testAttentionTiled},
+	{"ElementwiseExact", testElementwiseExact},
+}
+
+// TestHostKernels runs kernelTests on the host engine.
+func TestHostKernels(t *testing.T) {
+	e := host(t)
+	for _, kt := range kernelTests {
+		t.Run(kt.name, func(t *testing.T) { kt.run(t, e) })
+	}
+}
+
 func randF32(rng *rand.Rand, n int, scale float64) []float32 {
 	v := make([]float32, n)
 	for i := range v {
@@ -25,12 +48,11 @@ func randF32(rng *rand.Rand, n int, scale float64) []float32 {
 	return v
 }
 
-// TestHostRMSNorm: y = x·(1/√(mean(x²)+eps))·w. Each square is rounded (u),
+// testRMSNorm: y = x·(1/√(mean(x²)+eps))·w. Each square is rounded (u),
 // the f32 sum of n of them is within n·u (relative: every term is
 // positive), the mean, +eps, √ and the reciprocal add 4u (√ halves the
 // sum's error), the two products 2u: |y − ref| ≤ (n/2 + 7)·u·|ref|.
-func TestHostRMSNorm(t *testing.T) {
-	e := host(t)
+func testRMSNorm(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tests := []struct{ rows, n, threads int }{{5, 100, 64}, {3, 1000, 256}, {2, 33, 32}, {1, 4096, 1024}}
 	for _, tc := range tests {
@@ -60,13 +82,12 @@ func TestHostRMSNorm(t *testing.T) {
 	}
 }
 
-// TestHostCategorical: categorical_f32's draw is the first index whose
+// testCategorical: categorical_f32's draw is the first index whose
 // cumulative weight exp(z − max) exceeds u·Σ. Its f32 weights and Kahan sums
 // are within ~10 u of the float64 ones (relative to the total); draws are
 // compared only where u·Σ is at least 1e-4·Σ from every cumulative weight,
 // so they must be equal.
-func TestHostCategorical(t *testing.T) {
-	e := host(t)
+func testCategorical(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	tests := []struct{ rows, groups, v, threads int }{{6, 6, 50, 256}, {6, 3, 1000, 256}, {3, 3, 5000, 1024}, {2, 2, 7, 32}}
 	for _, tc := range tests {
@@ -122,14 +143,13 @@ func categoricalRef(z []float32, u float64) (int, float64) {
 	return idx, margin
 }
 
-// TestHostRouterTopK: moe_topk_f32 picks the k most probable experts (exact:
+// testRouterTopK: moe_topk_f32 picks the k most probable experts (exact:
 // the logits are spaced 0.1 apart) and weights them p_i/Σ_sel p·pes_i. Each
 // p_i is exp(z_i − max) (|Δ| ≤ (d + 2)·u relative, d the largest |z − max|)
 // times one f32 reciprocal of the sum shared by all (cancels in the ratio)
 // and rounded (u); the sum of k, the division and the product add k + 1 u:
 // ≤ (2d + k + 8)·u relative.
-func TestHostRouterTopK(t *testing.T) {
-	e := host(t)
+func testRouterTopK(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const rows, experts, k = 4, 64, 4
 	logits := make([]float32, rows*experts)
@@ -186,11 +206,10 @@ func cmpDesc(a, b float32) int {
 	return 1
 }
 
-// TestHostRouterGrouping: moe_count_u32 and moe_scatter_u32 group the slots
+// testRouterGrouping: moe_count_u32 and moe_scatter_u32 group the slots
 // by expert (slots ascending) and cut each expert's run into tiles of at most
 // bm pairs; integers, compared exactly.
-func TestHostRouterGrouping(t *testing.T) {
-	e := host(t)
+func testRouterGrouping(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const n, experts, bm = 300, 10, 16
 	idx := make([]uint32, n)
@@ -233,11 +252,10 @@ func TestHostRouterGrouping(t *testing.T) {
 	}
 }
 
-// TestHostDequant: a tensor encoded by codecs, re-laid into its planes by
+// testDequant: a tensor encoded by codecs, re-laid into its planes by
 // relayout.kern and decoded by dequant.kern is bit for bit what
 // codecs.DecodeRows gives.
-func TestHostDequant(t *testing.T) {
-	e := host(t)
+func testDequant(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	tests := []struct {
 		f      codecs.Format
@@ -307,14 +325,13 @@ func bytesOfF32(v []float32) []byte {
 	return b
 }
 
-// TestHostAttnSoftmax: attn_softmax_f32 replaces each row by the softmax
+// testAttnSoftmax: attn_softmax_f32 replaces each row by the softmax
 // over its visible keys and 0 elsewhere. Per probability: the f32 difference
 // s − max (relative error u, so exp's argument is off by ≤ d·u, d = the
 // largest |s − max|), exp (≤ 2u), the f32 sum of tn terms (≤ tn·u, all
 // positive), the reciprocal and the product (2u): ≤ (d + tn + 6)·u relative.
 // Hidden keys must be exactly 0.
-func TestHostAttnSoftmax(t *testing.T) {
-	e := host(t)
+func testAttnSoftmax(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	const kv, rows, group, tn, lo, qpos = 2, 3, 2, 40, 5, 20
 	tests := []struct {
@@ -367,14 +384,13 @@ func TestHostAttnSoftmax(t *testing.T) {
 	}
 }
 
-// TestHostAttentionTiled runs the tiled attention (attn_tiles_f32 for the
+// testAttentionTiled runs the tiled attention (attn_tiles_f32 for the
 // scores, attn_probs_f32, attn_tiles_f32 for P·V) against float64. A score
 // is a sum of hd products (≤ hd·u·Σ|q·k|, call it E); exp of a difference
 // of two scores is then off by ≤ 2E relative, plus the softmax's own
-// (d + span + 6)·u (TestHostAttnSoftmax); the output sums span products of
+// (d + span + 6)·u (testAttnSoftmax); the output sums span products of
 // P and v: |Δ| ≤ Σ_j P_j·|v_j| · (2E + (d + 2·span + 8)·u).
-func TestHostAttentionTiled(t *testing.T) {
-	e := host(t)
+func testAttentionTiled(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	const rows, heads, kvHeads, hd, span, keyStart = 5, 4, 2, 24, 70, 3
 	const group = heads / kvHeads
@@ -450,11 +466,10 @@ func TestHostAttentionTiled(t *testing.T) {
 	}
 }
 
-// TestHostElementwiseExact: AddScale, Temper and RoundBF16 round as the CPU
+// testElementwiseExact: AddScale, Temper and RoundBF16 round as the CPU
 // reference (Go float32 with explicit conversions): bit for bit, subnormals,
 // infinities and NaN included (the host build does not flush subnormals).
-func TestHostElementwiseExact(t *testing.T) {
-	e := host(t)
+func testElementwiseExact(t *testing.T, e Engine) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -3e-39, math.SmallestNonzeroFloat32, math.MaxFloat32,
 		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1.00390625, 3.0000002}

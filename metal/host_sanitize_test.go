@@ -106,3 +106,19 @@ func TestHostAddressSanitizer(t *testing.T) {
 		t.Errorf("past_end: %v, want an AddressSanitizer heap-buffer-overflow report", err)
 	}
 }
+
+// TestHostKernelsSanitized runs kernelTests under AddressSanitizer (no
+// kernel reads or writes outside its buffers or threadgroup arrays on these
+// shapes) and ThreadSanitizer (no two threads of a group touch the same
+// threadgroup or device word without a barrier between them, one of them
+// writing).
+func TestHostKernelsSanitized(t *testing.T) {
+	for _, s := range []Sanitizer{SanitizeAddress, SanitizeThread} {
+		t.Run(s.String(), func(t *testing.T) {
+			e := sanitizedHost(t, s)
+			for _, kt := range kernelTests {
+				t.Run(kt.name, func(t *testing.T) { kt.run(t, e) })
+			}
+		})
+	}
+}

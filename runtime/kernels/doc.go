@@ -10,7 +10,13 @@
 // common include (common.h: group reductions, compensated sums, the number
 // formats and one decoder per stored format), then the file. Unit assembles
 // it; a backend-specific source (cuda's tensor-core GEMMs) uses the same
-// common include through Unit, so no helper exists twice.
+// common include through Unit, so no helper exists twice. DialectUnit is
+// the unit of a file under one of the package's Dialects.
+//
+// Signatures parses a file's kernel declarations once, checked (parameter
+// kinds, types, Metal buffer indices in order), for code that binds or
+// launches kernels without reading their text: the Metal host engine's
+// launchers, both Metal engines' argument checks.
 //
 // The package imports no backend: CUDA and Metal both consume it.
 package kernels

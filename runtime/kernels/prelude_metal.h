@@ -21,7 +21,8 @@
 // which KERNEL appends; the dialect's names (LOCAL_ID_X, …) read them, so they
 // exist in kernel bodies only. SIMD groups are taken to be 32 lanes wide, as
 // on every Apple GPU: an engine must refuse a pipeline whose
-// threadExecutionWidth is not 32.
+// threadExecutionWidth is not 32. The SIMD reductions (simd_sum, simd_max)
+// need an Apple7 (A14, M1) or later GPU.
 //
 // Types: 64-bit integers are ulong/long (Metal has them; it has no double and
 // no 64-bit atomics, and no kernel file uses either). 16-bit floats travel as
