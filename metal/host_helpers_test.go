@@ -4,7 +4,9 @@ package metal
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
+	"os"
 	"sync"
 	"testing"
 	"unsafe"
@@ -34,6 +36,18 @@ func host(t *testing.T) *HostEngine {
 		t.Fatal(sharedHost.err)
 	}
 	return sharedHost.e
+}
+
+// TestMain closes the shared engine (removing its build directory).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedHost.e != nil {
+		if err := sharedHost.e.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "closing the shared host engine:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // newHost returns an engine of the test's own, closed at its end.
