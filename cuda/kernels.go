@@ -13,10 +13,9 @@ import (
 // (package runtime/kernels, which Metal compiles too) or a CUDA-specific
 // one below.
 
-// preludeCUDA maps the kernel dialect to CUDA C++ for NVRTC.
-//
-//go:embed kernels/prelude_cuda.h
-var preludeCUDA string
+// preludeCUDA maps the kernel dialect to CUDA C++ for NVRTC
+// (runtime/kernels/prelude_cuda.h, beside the dialect's Metal prelude).
+var preludeCUDA = kernels.Prelude(kernels.CUDA)
 
 // moeMMASource holds the tensor-core kernels of bf16 precision (q4 GEMMs,
 // activation packing, bf16 narrowing): CUDA-specific, built on the common

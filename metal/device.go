@@ -1,6 +1,10 @@
 package metal
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/dgq-dev/dgq/runtime/kernels"
+)
 
 // The device engine's platform-independent part: its options and what it
 // reports of the device. OpenDevice and DeviceEngine are in device_darwin.go
@@ -47,9 +51,12 @@ type DeviceCaps struct {
 var _ Engine = (*DeviceEngine)(nil)
 
 // defaultSource is the Source of an engine opened with a nil
-// Options.Source. The Metal prelude of runtime/kernels is being written
-// alongside this package; until it is wired in here (kernels.FileUnit with
-// it), every unit is refused with ErrNoSource and callers pass a Source.
+// Options.Source: the Metal translation unit of a kernel file of
+// runtime/kernels (its Metal prelude, the common include, the file).
 func defaultSource(unit string) (string, error) {
-	return "", fmt.Errorf("%w for unit %q: the Metal prelude is not wired in yet (pass Options.Source)", ErrNoSource, unit)
+	src, err := kernels.DialectUnit(kernels.Metal, unit)
+	if err != nil {
+		return "", fmt.Errorf("%w for unit %q: %w", ErrNoSource, unit, err)
+	}
+	return src, nil
 }

@@ -15,4 +15,10 @@
 // The backend.Backend over the seam is not written yet: opening backend
 // "metal" fails in one line (ErrUnavailable off macOS on Apple silicon,
 // ErrNotImplemented on it), which cmd/dgq reports with exit code 6.
+//
+// The host engine (HostEngine: host_engine.go, host_build.go,
+// host_launch.go, host_sanitize.go, the C runtime in hostrt/) and the strict
+// check of the kernels' Metal text (internal/msl) are described in
+// docs/metal-host.md; dispatch.go and errors.go hold the argument checks and
+// errors both engines share.
 package metal

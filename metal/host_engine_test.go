@@ -1,0 +1,342 @@
+//go:build linux
+
+package metal
+
+import (
+	"errors"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgq-dev/dgq/runtime/kernels"
+)
+
+// Small kernels that exercise the engine itself; host() builds them beside
+// the files of runtime/kernels.
+func init() {
+	testUnits["geometry.kern"] = `
+KERNEL(geometry, BUF(u32, out, 0)) {
+	u32 group = (GROUP_ID_Z * NUM_GROUPS_Y + GROUP_ID_Y) * NUM_GROUPS_X + GROUP_ID_X;
+	u32 t = (LOCAL_ID_Z * LOCAL_SIZE_Y + LOCAL_ID_Y) * LOCAL_SIZE_X + LOCAL_ID_X;
+	DEVICE_MEM u32* o = out + ((u64)group * (LOCAL_SIZE_X * LOCAL_SIZE_Y * LOCAL_SIZE_Z) + t) * 8u;
+	o[0] = LOCAL_ID_X;
+	o[1] = LOCAL_ID_Y;
+	o[2] = LOCAL_ID_Z;
+	o[3] = GROUP_ID_X;
+	o[4] = GROUP_ID_Y;
+	o[5] = GROUP_ID_Z;
+	o[6] = LANE_ID;
+	o[7] = SIMD_ID;
+}
+`
+	testUnits["simd.kern"] = `
+KERNEL(simd_ops, CBUF(float, x, 0), BUF(float, out, 1)) {
+	u32 t = LOCAL_ID_X;
+	float v = x[t];
+	out[3u * t] = SIMD_SUM(v);
+	out[3u * t + 1u] = SIMD_MAX(v);
+	out[3u * t + 2u] = simd_shuffle_xor(v, (ushort)1);
+}
+`
+	testUnits["shared.kern"] = `
+KERNEL(shared_rotate, BUF(u32, out, 0)) {
+	SHARED(u32, s, 256);
+	u32 t = LOCAL_ID_X;
+	u32 n = LOCAL_SIZE_X;
+	s[t] = GROUP_ID_X * 1000u + t;
+	BARRIER();
+	out[GROUP_ID_X * n + t] = s[(t + 1u) % n];
+}
+`
+	testUnits["divergent.kern"] = `
+KERNEL(divergent_barrier, BUF(u32, out, 0)) {
+	if (LOCAL_ID_X < 16u) BARRIER();
+	out[LOCAL_ID_X] = 1u;
+}
+
+KERNEL(divergent_simd, BUF(float, out, 0)) {
+	float v = 1.0f;
+	if (LANE_ID < 8u) v = SIMD_SUM(v);
+	out[LOCAL_ID_X] = v;
+}
+`
+	testUnits["broken.kern"] = "KERNEL(broken, BUF(float, out, 0)) { out[0] = undeclared_thing; }\n"
+	testUnits["badsig.kern"] = "KERNEL(badsig, BUF(float, out, 1)) { out[0] = 0.0f; }\n"
+}
+
+// TestHostGeometry: every thread of a 3-D launch sees its own position,
+// lane and SIMD group (lane = linear index mod 32, as on Apple GPUs).
+func TestHostGeometry(t *testing.T) {
+	e := host(t)
+	groups, threads := grid(2, 3, 2), grid(8, 4, 2)
+	nt, ng := 8*4*2, 2*3*2
+	out := zeros[uint32](t, e, ng*nt*8)
+	run(t, e, "geometry.kern", "geometry", groups, threads, buf(out))
+	got := valuesOf[uint32](out)
+	for gz := range 2 {
+		for gy := range 3 {
+			for gx := range 2 {
+				for lz := range 2 {
+					for ly := range 4 {
+						for lx := range 8 {
+							lin := (lz*4+ly)*8 + lx
+							at := (((gz*3+gy)*2+gx)*nt + lin) * 8
+							want := []uint32{uint32(lx), uint32(ly), uint32(lz), uint32(gx), uint32(gy), uint32(gz), uint32(lin % 32), uint32(lin / 32)}
+							if !slices.Equal(got[at:at+8], want) {
+								t.Fatalf("group (%d,%d,%d) thread (%d,%d,%d): %v, want %v", gx, gy, gz, lx, ly, lz, got[at:at+8], want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestHostSIMD: SIMD sums, maxima and shuffles over 32-lane SIMD groups,
+// and over the 8 lanes of a last, partial one.
+func TestHostSIMD(t *testing.T) {
+	e := host(t)
+	const n = 40
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32((i*7)%13) - 6
+	}
+	out := zeros[float32](t, e, 3*n)
+	run(t, e, "simd.kern", "simd_ops", grid(1, 1, 1), grid(n, 1, 1), buf(memOf(t, e, x)), buf(out))
+	got := valuesOf[float32](out)
+	for i := range n {
+		lo := i / 32 * 32
+		hi := min(lo+32, n)
+		sum, mx := float32(0), float32(math.Inf(-1))
+		for _, v := range x[lo:hi] {
+			sum += v
+			mx = max(mx, v)
+		}
+		if got[3*i] != sum || got[3*i+1] != mx || got[3*i+2] != x[i^1] {
+			t.Errorf("lane %d: sum %g max %g xor-1 %g, want %g %g %g", i, got[3*i], got[3*i+1], got[3*i+2], sum, mx, x[i^1])
+		}
+	}
+}
+
+// TestHostSharedMemory: a SHARED array is one per group, seen by all of the
+// group's threads after a barrier, and free again for the next group.
+func TestHostSharedMemory(t *testing.T) {
+	e := host(t)
+	const groups, n = 5, 96
+	out := zeros[uint32](t, e, groups*n)
+	run(t, e, "shared.kern", "shared_rotate", grid(groups, 1, 1), grid(n, 1, 1), buf(out))
+	for i, v := range valuesOf[uint32](out) {
+		g, th := i/n, i%n
+		if want := uint32(g*1000 + (th+1)%n); v != want {
+			t.Fatalf("out[%d] = %d, want %d", i, v, want)
+		}
+	}
+}
+
+// TestHostDivergentBarrier: threads of a group that meet different barriers
+// (or SIMD exchanges) end the launch with ErrDivergentBarrier, not a hang.
+func TestHostDivergentBarrier(t *testing.T) {
+	e := host(t)
+	for _, kernel := range []string{"divergent_barrier", "divergent_simd"} {
+		t.Run(kernel, func(t *testing.T) {
+			p, err := e.Pipeline("divergent.kern", kernel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Dispatch(p, grid(3, 1, 1), grid(64, 1, 1), buf(zeros[uint32](t, e, 64))); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- e.Sync() }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrDivergentBarrier) {
+					t.Errorf("Sync = %v, want ErrDivergentBarrier", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("Sync hangs on a divergent barrier")
+			}
+		})
+	}
+}
+
+// TestHostWrapAndOffsets: wrapped bytes are read in place; planes of one
+// buffer at offsets alias as they do on the device (q8 codes and scales
+// re-laid into one buffer, then decoded from it).
+func TestHostWrapAndOffsets(t *testing.T) { checkQ8Planes(t, host(t)) }
+
+// checkQ8Planes re-lays a q8 tensor from wrapped pack bytes into one buffer
+// of two planes and decodes it from there.
+func checkQ8Planes(t *testing.T, e Engine) {
+	t.Helper()
+	const rows, k = 3, 40
+	pack := make([]byte, rows*(k+2))
+	want := make([]float32, rows*k)
+	for r := range rows {
+		scale := float32(0.5 * float64(r+1))
+		b := math.Float32bits(scale) >> 16
+		pack[r*(k+2)], pack[r*(k+2)+1] = byte(b), byte(b>>8)
+		for j := range k {
+			c := int8(j*5 - 100)
+			pack[r*(k+2)+2+j] = byte(c)
+			want[r*k+j] = float32(c) * math.Float32frombits(b<<16)
+		}
+	}
+	src, err := e.Wrap(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const scalesAt = 128 // 64-aligned, past the codes
+	planes, err := e.Alloc(scalesAt + 4*rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := zeros[float32](t, e, rows*k)
+	run(t, e, "relayout.kern", "relayout_q8", grid(2, 1, 1), grid(32, 1, 1), buf(src), buf(planes),
+		Arg{Mem: planes, Off: scalesAt}, u32(rows), u32(k))
+	run(t, e, "dequant.kern", "dequant_q8_f32", grid(2, 1, 1), grid(32, 1, 1), buf(planes),
+		Arg{Mem: planes, Off: scalesAt}, buf(out), u32(rows), u32(k))
+	if got := valuesOf[float32](out); !slices.Equal(got, want) {
+		t.Errorf("decoded %v, want %v", got, want)
+	}
+}
+
+// TestHostErrors: each misuse is refused with its sentinel error.
+func TestHostErrors(t *testing.T) {
+	e := host(t)
+	other := newHost(t, HostOptions{})
+	p, err := e.Pipeline("rmsnorm.kern", "rmsnorm_unscaled_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := zeros[float32](t, e, 64)
+	ro, _ := e.Wrap(make([]byte, 256))
+	foreign := zeros[float32](t, other, 64)
+	freed := zeros[float32](t, e, 64)
+	freed.Free()
+	ok := []Arg{buf(x), buf(x), u32(64), f32(1e-6)}
+	with := func(i int, a Arg) []Arg {
+		args := slices.Clone(ok)
+		args[i] = a
+		return args
+	}
+	dispatch := []struct {
+		name            string
+		groups, threads [3]int
+		args            []Arg
+		want            error
+	}{
+		{"ok", grid(1, 1, 1), grid(64, 1, 1), ok, nil},
+		{"too few arguments", grid(1, 1, 1), grid(64, 1, 1), ok[:3], ErrBadArgs},
+		{"short scalar", grid(1, 1, 1), grid(64, 1, 1), with(2, Arg{Scalar: []byte{1, 2}}), ErrBadArgs},
+		{"buffer for a scalar", grid(1, 1, 1), grid(64, 1, 1), with(3, buf(x)), ErrBadArgs},
+		{"scalar for a buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, u32(0)), ErrBadArgs},
+		{"misaligned offset", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 2}), ErrBadArgs},
+		{"offset past the end", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 260}), ErrBadArgs},
+		{"read-only output", grid(1, 1, 1), grid(64, 1, 1), with(1, buf(ro)), ErrReadOnly},
+		{"read-only input", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(ro)), nil},
+		{"another engine's buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(foreign)), ErrForeign},
+		{"freed buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(freed)), ErrForeign},
+		{"no threads", grid(1, 1, 1), grid(0, 1, 1), ok, ErrBadGeometry},
+		{"too many threads", grid(1, 1, 1), grid(64, 32, 1), ok, ErrBadGeometry},
+		{"negative groups", grid(-1, 1, 1), grid(64, 1, 1), ok, ErrBadGeometry},
+		{"no groups", grid(0, 1, 1), grid(64, 1, 1), ok, nil},
+	}
+	for _, tc := range dispatch {
+		t.Run(tc.name, func(t *testing.T) {
+			err := e.Dispatch(p, tc.groups, tc.threads, tc.args...)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("Dispatch = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if err := e.Sync(); err != nil {
+		t.Errorf("Sync of the accepted launches: %v", err)
+	}
+	pipelines := []struct {
+		unit, kernel string
+		want         error
+	}{
+		{"nope.kern", "x", ErrUnknownUnit},
+		{"rmsnorm.kern", "nope", ErrUnknownKernel},
+		{"broken.kern", "broken", ErrHostBuild},
+		{"badsig.kern", "badsig", kernels.ErrSignature},
+		{"../rmsnorm.kern", "rmsnorm_f32", ErrUnknownUnit},
+	}
+	for _, tc := range pipelines {
+		if _, err := e.Pipeline(tc.unit, tc.kernel); !errors.Is(err, tc.want) {
+			t.Errorf("Pipeline(%s, %s) = %v, want %v", tc.unit, tc.kernel, err, tc.want)
+		}
+	}
+	if _, err := e.Pipeline("broken.kern", "broken"); err == nil || !strings.Contains(err.Error(), "undeclared_thing") {
+		t.Errorf("a build error should quote clang: %v", err)
+	}
+	op, err := other.Pipeline("rmsnorm.kern", "rmsnorm_unscaled_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Dispatch(op, grid(1, 1, 1), grid(64, 1, 1), ok...); !errors.Is(err, ErrForeign) {
+		t.Errorf("Dispatch of another engine's pipeline = %v, want ErrForeign", err)
+	}
+	if _, err := e.Alloc(-1); !errors.Is(err, ErrBadSize) {
+		t.Errorf("Alloc(-1) = %v, want ErrBadSize", err)
+	}
+}
+
+// TestHostClose: after Close every call says ErrEngineClosed.
+func TestHostClose(t *testing.T) {
+	e := newHost(t, HostOptions{})
+	p, err := e.Pipeline("elementwise.kern", "scale_f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Alloc(4); !errors.Is(err, ErrEngineClosed) {
+		t.Errorf("Alloc = %v", err)
+	}
+	if _, err := e.Wrap(nil); !errors.Is(err, ErrEngineClosed) {
+		t.Errorf("Wrap = %v", err)
+	}
+	if _, err := e.Pipeline("elementwise.kern", "scale_f32"); !errors.Is(err, ErrEngineClosed) {
+		t.Errorf("Pipeline = %v", err)
+	}
+	if err := e.Dispatch(p, grid(1, 1, 1), grid(1, 1, 1)); !errors.Is(err, ErrEngineClosed) {
+		t.Errorf("Dispatch = %v", err)
+	}
+	if err := e.Sync(); !errors.Is(err, ErrEngineClosed) {
+		t.Errorf("Sync = %v", err)
+	}
+	if !strings.HasPrefix(e.Name(), "host (clang 19.") {
+		t.Errorf("Name = %q", e.Name())
+	}
+}
+
+// TestHostRuntimeConstants: the launchers' geo[] positions, the thread limit
+// and the result codes agree with hostrt/runtime.h.
+func TestHostRuntimeConstants(t *testing.T) {
+	defs := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^#define (DGQ_\w+) (\d+)`).FindAllStringSubmatch(hostRuntimeH, -1) {
+		defs[m[1]], _ = strconv.Atoi(m[2])
+	}
+	want := map[string]int{"DGQ_GEO_LID": geoLID, "DGQ_GEO_GID": geoGID, "DGQ_GEO_LSIZE": geoLSize,
+		"DGQ_GEO_NGROUPS": geoNGroups, "DGQ_GEO_LANE": geoLane, "DGQ_GEO_SIMD": geoSIMD, "DGQ_MAX_THREADS": hostMaxThreads}
+	for name, v := range want {
+		if got, ok := defs[name]; !ok || got != v {
+			t.Errorf("runtime.h %s = %d (%v), Go has %d", name, got, ok, v)
+		}
+	}
+	codes := map[string]error{"DGQ_ERR_GEOMETRY": ErrBadGeometry, "DGQ_ERR_THREADS": ErrHostLaunch,
+		"DGQ_ERR_DIVERGENT": ErrDivergentBarrier, "DGQ_ERR_MEMORY": ErrHostLaunch}
+	for name, sentinel := range codes {
+		if err := launchError(int32(defs[name])); defs[name] == 0 || !errors.Is(err, sentinel) {
+			t.Errorf("%s (%d) maps to %v, want %v", name, defs[name], err, sentinel)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package msl_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgq-dev/dgq/metal/internal/msl"
+	"github.com/dgq-dev/dgq/metal/internal/msl/msltest"
+	"github.com/dgq-dev/dgq/runtime/kernels"
+)
+
+func checkCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestCheckEveryFile: every kernel file of the dialect is valid under the
+// Metal prelude.
+func TestCheckEveryFile(t *testing.T) {
+	msltest.Require(t)
+	ctx := checkCtx(t)
+	for _, f := range kernels.Files() {
+		t.Run(f, func(t *testing.T) {
+			t.Parallel()
+			if err := msl.CheckFile(ctx, f); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// rep is one textual change of a unit.
+type rep struct{ old, new string }
+
+// mutations are mistakes injected into rmsnorm.kern's Metal unit; the check
+// must reject each with an error naming want, at pos.
+var mutations = []struct {
+	name string
+	reps []rep
+	want string // in the error's message
+	pos  string // the first diagnostic's position starts with this
+}{
+	{"CUDA barrier", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\t__syncthreads();\n\tu64 row"}},
+		"'__syncthreads'", "rmsnorm.kern:10"},
+	{"CUDA math", []rep{{"#define SQRT(x) precise::sqrt(x)", "#define SQRT(x) sqrtf(x)"}}, "'sqrtf'", "common.h:"},
+	{"double", []rep{{"\tfloat inv = dgq_rms_inv(x + row", "\tdouble inv = dgq_rms_inv(x + row"}},
+		"dgq_metal_has_no_double", "rmsnorm.kern:11"},
+	{"pointer without address space", []rep{{"INLINE float dgq_rms_inv(const DEVICE_MEM float* x,", "INLINE float dgq_rms_inv(const float* x,"}},
+		"no matching function for call to 'dgq_rms_inv'", "rmsnorm.kern:"},
+	{"threadgroup pointer as device", []rep{{"dgq_rms_inv(x + row, n, eps, partial,", "dgq_rms_inv(partial, n, eps, partial,"}},
+		"no matching function for call to 'dgq_rms_inv'", "rmsnorm.kern:11"},
+	{"write through const device", []rep{{"\t\ty[row + i] = MUL_RN(MUL_RN(x[row + i], inv), w[i]);", "\t\tx[row + i] = inv;"}},
+		"read-only variable is not assignable", "rmsnorm.kern:13"},
+	{"write to a scalar", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\tn = 1u;\n\tu64 row"}},
+		"cannot assign to variable 'n'", "rmsnorm.kern:10"},
+	{"unknown attribute", []rep{{"[[buffer(idx)]]\n#define CBUF", "[[buffer_index(idx)]]\n#define CBUF"}},
+		"unknown attribute 'buffer_index'", "rmsnorm.kern:8"},
+	{"misspelled builtin", []rep{{"return simd_sum(v);", "return simd_summ(v);"}}, "'simd_summ'", "prelude_metal.h:"},
+	{"recursion", []rep{
+		{"KERNEL(rmsnorm_f32,", "INLINE u32 rms_fact(u32 k) { return k < 2u ? 1u : k * rms_fact(k - 1u); }\nKERNEL(rmsnorm_f32,"},
+		{"u64 row = (u64)GROUP_ID_X * n;", "u64 row = (u64)GROUP_ID_X * n * rms_fact(1u);"}},
+		"recursion: rms_fact → rms_fact", "rmsnorm.kern:8"},
+	{"function pointer", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\tfloat (*fp)(float) = dgq_simd_sum;\n\tfp(1.0f);\n\tu64 row"}},
+		"function pointers", "rmsnorm.kern:8"},
+	{"SHARED in a helper", []rep{{"u32 nthreads, u32 lane, u32 simd) {\n", "u32 nthreads, u32 lane, u32 simd) {\n\tSHARED(float, extra, 4);\n\textra[0] = 0.0f;\n"}},
+		"'dgq_lid'", "common.h:"},
+	{"half as a name", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\tu32 half = 2u;\n\tu64 row"}},
+		"cannot combine with previous", "rmsnorm.kern:10"},
+	{"as_type of another size", []rep{{"\tfloat inv = dgq_rms_inv(x + row", "\ty[0] = as_type<float>((u64)n);\n\tfloat inv = dgq_rms_inv(x + row"}},
+		"as_type: the types differ in size", "metal_stdlib:"},
+	{"program-scope variable", []rep{
+		{"KERNEL(rmsnorm_f32,", "static float rms_calls;\nKERNEL(rmsnorm_f32,"},
+		{"u64 row = (u64)GROUP_ID_X * n;", "u64 row = (u64)GROUP_ID_X * n;\n\trms_calls += 1.0f;"}},
+		"at program scope", "rmsnorm.kern:8"},
+	{"pragma typo", []rep{{"#pragma METAL fp contract(off)", "#pragma METAL fp contrct(off)"}}, `pragma "METAL fp contrct(off)"`, "prelude_metal.h:"},
+	{"goto", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\tgoto out;\nout:\n\tu64 row"}},
+		"Metal has no goto", "rmsnorm.kern:10"},
+	{"lambda", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\tauto sq = [](float a) { return a * a; };\n\tu64 row"}},
+		"lambda", "rmsnorm.kern:10"},
+	{"inline assembly", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\tasm(\"nop\");\n\tu64 row"}},
+		"inline assembly", "rmsnorm.kern:10"},
+	{"implicit narrowing", []rep{{"\tfloat inv = dgq_rms_inv(x + row", "\tu32 lo = row;\n\tfloat inv = dgq_rms_inv(x + row"}},
+		"implicit conversion loses integer precision", "rmsnorm.kern:11"},
+	{"libc include", []rep{{"#include <metal_stdlib>", "#include <metal_stdlib>\n#include <math.h>"}}, "'math.h' file not found", "prelude_metal.h:"},
+}
+
+// TestCheckMutations is the check's self-test: every injected mistake is
+// caught, and named at its place.
+func TestCheckMutations(t *testing.T) {
+	msltest.Require(t)
+	ctx := checkCtx(t)
+	base, err := kernels.DialectUnit(kernels.Metal, "rmsnorm.kern")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range mutations {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u := base
+			for _, r := range tc.reps {
+				if !strings.Contains(u, r.old) {
+					t.Fatalf("the unit lacks %q: the mutation no longer applies", r.old)
+				}
+				u = strings.Replace(u, r.old, r.new, 1)
+			}
+			err := msl.Check(ctx, u)
+			var me *msl.Error
+			if !errors.Is(err, msl.ErrMSL) || !errors.As(err, &me) {
+				t.Fatalf("Check = %v, want an *msl.Error wrapping ErrMSL", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error does not name %q:\n%v\n%s", tc.want, err, me.Log)
+			}
+			if len(me.Diagnostics) == 0 || !strings.HasPrefix(me.Diagnostics[0].Pos.String(), tc.pos) {
+				t.Errorf("first diagnostic %v, want it at %s", me.Diagnostics, tc.pos)
+			}
+		})
+	}
+	if len(mutations) < 7 {
+		t.Errorf("%d mutations; the self-test wants at least 7", len(mutations))
+	}
+}
+
+// TestCheckCanceled: a canceled context stops the check with ctx's error.
+func TestCheckCanceled(t *testing.T) {
+	msltest.Require(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	u, _ := kernels.DialectUnit(kernels.Metal, "rmsnorm.kern")
+	if err := msl.Check(ctx, u); !errors.Is(err, context.Canceled) {
+		t.Errorf("Check(canceled) = %v, want context.Canceled", err)
+	}
+}
+
+func TestErrNoClangSaysHowToInstall(t *testing.T) {
+	if !strings.Contains(msl.ErrNoClang.Error(), "apt-get install -y clang-19") {
+		t.Errorf("ErrNoClang = %q: it must give the fix", msl.ErrNoClang)
+	}
+}

@@ -1,0 +1,184 @@
+package msl
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Scans of a unit's text for what clang would accept but Metal does not.
+
+// Position is a place in a kernel source, as the unit's #line directives
+// name it.
+type Position struct {
+	File string
+	Line int
+}
+
+func (p Position) String() string {
+	if p.File == "" {
+		return strconv.Itoa(p.Line)
+	}
+	return p.File + ":" + strconv.Itoa(p.Line)
+}
+
+// lineMap maps the lines of a unit (from 1) to their positions.
+type lineMap []Position
+
+var lineDirective = regexp.MustCompile(`^\s*#\s*line\s+(\d+)(?:\s+"([^"]*)")?`)
+
+// newLineMap follows the unit's #line directives; lines before the first
+// belong to "unit".
+func newLineMap(unit string) lineMap {
+	lines := strings.Split(unit, "\n")
+	m := make(lineMap, len(lines)+1)
+	file, next := "unit", 1
+	for i, l := range lines {
+		if d := lineDirective.FindStringSubmatch(l); d != nil {
+			n, _ := strconv.Atoi(d[1])
+			if d[2] != "" {
+				file = d[2]
+			}
+			m[i+1] = Position{file, next}
+			next = n
+			continue
+		}
+		m[i+1] = Position{file, next}
+		next++
+	}
+	return m
+}
+
+// at returns the position of unit line n (from 1).
+func (m lineMap) at(n int) Position {
+	if n < 1 || n >= len(m) {
+		return Position{"unit", n}
+	}
+	return m[n]
+}
+
+// allowedPragmas are the pragmas a unit may hold (after "#pragma "): Metal's
+// own floating-point controls and loop unrolling.
+var allowedPragmas = regexp.MustCompile(`^(METAL\s+fp\s+math_mode\s*\(\s*(safe|relaxed|fast)\s*\)|` +
+	`METAL\s+fp\s+contract\s*\(\s*(off|on|fast)\s*\)|unroll(\s*\(?\s*\d+\s*\)?)?|nounroll)\s*$`)
+
+var pragmaLine = regexp.MustCompile(`^\s*#\s*pragma\b(.*)$`)
+
+// forbiddenWords are C++ keywords for what Metal does not have.
+var forbiddenWords = map[string]string{
+	"goto":         "goto",
+	"new":          "dynamic allocation (new)",
+	"delete":       "dynamic allocation (delete)",
+	"virtual":      "virtual functions",
+	"thread_local": "thread_local storage",
+	"register":     "the register storage class",
+	"noexcept":     "noexcept",
+	"typeid":       "type identification (typeid)",
+	"asm":          "inline assembly",
+	"__asm":        "inline assembly",
+	"__asm__":      "inline assembly",
+	"_Pragma":      "_Pragma (write #pragma lines, which the check reads)",
+}
+
+// lambda matches the start of a lambda expression in code: a bracket pair
+// holding no bracket, then a parameter list or body (an attribute's double
+// brackets never match: its inner pair is followed by a bracket).
+var lambda = regexp.MustCompile(`\[[^\[\]]*\]\s*[({]`)
+
+// scanSource returns the first pragma outside the allow-list or forbidden
+// construct in unit, with its position, or ok.
+func scanSource(unit string, lm lineMap) (Position, string, bool) {
+	code := blankComments(unit)
+	for i, l := range strings.Split(code, "\n") {
+		if m := pragmaLine.FindStringSubmatch(l); m != nil {
+			p := strings.TrimSpace(m[1])
+			if !allowedPragmas.MatchString(p) {
+				return lm.at(i + 1), "pragma \"" + p + "\" is not one Metal units may use (METAL fp math_mode/contract, unroll)", false
+			}
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			if d := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "#")); strings.HasPrefix(d, "include") || strings.HasPrefix(d, "line") {
+				continue
+			}
+		}
+		for _, w := range words(l) {
+			if what, bad := forbiddenWords[w]; bad {
+				return lm.at(i + 1), "Metal has no " + what, false
+			}
+		}
+		if lambda.MatchString(l) {
+			return lm.at(i + 1), "Metal has no lambda expressions", false
+		}
+	}
+	return Position{}, "", true
+}
+
+// words returns the identifiers and keywords of a line of code.
+func words(l string) []string {
+	var ws []string
+	for i := 0; i < len(l); {
+		c := l[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			if c >= '0' && c <= '9' { // a number, with its suffix
+				for i < len(l) && (l[i] == '_' || l[i] == '.' || l[i] >= '0' && l[i] <= '9' || l[i] >= 'a' && l[i] <= 'z' || l[i] >= 'A' && l[i] <= 'Z') {
+					i++
+				}
+				continue
+			}
+			i++
+			continue
+		}
+		j := i
+		for j < len(l) && (l[j] == '_' || l[j] >= 'a' && l[j] <= 'z' || l[j] >= 'A' && l[j] <= 'Z' || l[j] >= '0' && l[j] <= '9') {
+			j++
+		}
+		ws = append(ws, l[i:j])
+		i = j
+	}
+	return ws
+}
+
+// blankComments returns src with comments and the contents of string and
+// character literals replaced by spaces, newlines kept.
+func blankComments(src string) string {
+	b := []byte(src)
+	for i := 0; i < len(b); {
+		switch c := b[i]; {
+		case c == '/' && i+1 < len(b) && b[i+1] == '/':
+			for i < len(b) && b[i] != '\n' {
+				b[i] = ' '
+				i++
+			}
+		case c == '/' && i+1 < len(b) && b[i+1] == '*':
+			b[i], b[i+1] = ' ', ' '
+			i += 2
+			for i < len(b) && !(b[i] == '*' && i+1 < len(b) && b[i+1] == '/') {
+				if b[i] != '\n' {
+					b[i] = ' '
+				}
+				i++
+			}
+			if i < len(b) {
+				b[i], b[i+1] = ' ', ' '
+				i += 2
+			}
+		case c == '"' || c == '\'':
+			i++
+			for i < len(b) && b[i] != c && b[i] != '\n' {
+				if b[i] == '\\' && i+1 < len(b) && b[i+1] != '\n' {
+					b[i] = ' '
+					i++
+				}
+				b[i] = ' '
+				i++
+			}
+			if i < len(b) && b[i] == c {
+				i++
+			}
+		default:
+			i++
+		}
+	}
+	return string(b)
+}
