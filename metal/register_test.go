@@ -63,11 +63,16 @@ func TestOpenDeviceOffDarwin(t *testing.T) {
 	}
 }
 
-// Until the Metal prelude is wired in, the default source refuses a unit
-// with ErrNoSource naming it.
+// The default source is the Metal translation unit of a kernel file (the
+// Metal prelude first); an unknown unit is refused with ErrNoSource naming
+// it.
 func TestDefaultSource(t *testing.T) {
-	_, err := defaultSource("rope.kern")
-	if !errors.Is(err, ErrNoSource) || !strings.Contains(err.Error(), `"rope.kern"`) {
-		t.Fatalf("defaultSource: %v", err)
+	src, err := defaultSource("rope.kern")
+	if err != nil || !strings.Contains(src, "metal_stdlib") || !strings.Contains(src, "KERNEL(rope") {
+		t.Fatalf("defaultSource(rope.kern): %d bytes, %v", len(src), err)
+	}
+	_, err = defaultSource("nope.kern")
+	if !errors.Is(err, ErrNoSource) || !strings.Contains(err.Error(), `"nope.kern"`) {
+		t.Fatalf("defaultSource(nope.kern): %v", err)
 	}
 }
