@@ -140,7 +140,7 @@ func qualityChart(rows []qualityRow) *image.RGBA {
 		}
 	}
 	legend := []string{"SEARCH", "MINMAX"}
-	scatterPanel(img, image.Rect(0, 0, PlotWidth, PlotHeight/2), "KLD MEAN VS BF16 (NATS, LOG) AGAINST PACK MB", pts, legend)
+	scatterPanel(img, image.Rect(0, 0, PlotWidth, PlotHeight/2), "KLD MEAN VS BF16 IN NATS (LOG) AGAINST PACK MB", pts, legend)
 	plotPanel(img, image.Rect(0, PlotHeight/2, PlotWidth, PlotHeight), "TOP-1 DISAGREEMENT VS BF16", dis, labels, legend)
 	return img
 }
