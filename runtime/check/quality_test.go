@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	"image/color"
 	"image/draw"
 	"image/png"
 	"math"
@@ -156,14 +155,8 @@ type scatterPoint struct {
 // largest X (both labeled, with 5 % margins), y logarithmic over the
 // decades the Y values span (each decade labeled and gridded).
 func scatterPanel(img *image.RGBA, area image.Rectangle, title string, pts []scatterPoint, legend []string) {
-	const scale = 2
-	series := []color.RGBA{plotBlue, plotOrange}
-	drawText(img, area.Min.X+12, area.Min.Y+12, title, scale, plotInk)
-	for i, name := range legend {
-		x := area.Max.X - 200 + i*100
-		fill(img, image.Rect(x, area.Min.Y+12, x+10, area.Min.Y+22), series[i%len(series)])
-		drawText(img, x+16, area.Min.Y+12, name, scale, plotInk)
-	}
+	const scale = plotScale
+	panelHeader(img, area, title, legend)
 	plot := image.Rect(area.Min.X+80, area.Min.Y+40, area.Max.X-40, area.Max.Y-36)
 	if len(pts) == 0 {
 		return
@@ -198,7 +191,7 @@ func scatterPanel(img *image.RGBA, area image.Rectangle, title string, pts []sca
 			continue
 		}
 		x, y := px(p.X), py(p.Y)
-		fill(img, image.Rect(x-4, y-4, x+5, y+5), series[p.Series%len(series)])
+		fill(img, image.Rect(x-4, y-4, x+5, y+5), plotSeries[p.Series%len(plotSeries)])
 		if p.Series == 0 { // one label per profile: the search point's
 			drawText(img, x+8, y-5, p.Label, scale, plotInk)
 		}

@@ -105,14 +105,8 @@ func plotImage(rep *VerifyReport) *image.RGBA {
 // largest value (both labeled) with quarter grid lines, and per group one
 // bar per series, labeled below. legend names the series (nil: none).
 func plotPanel(img *image.RGBA, area image.Rectangle, title string, groups [][]float64, labels, legend []string) {
-	const scale = 2
-	series := []color.RGBA{plotBlue, plotOrange}
-	drawText(img, area.Min.X+12, area.Min.Y+12, title, scale, plotInk)
-	for i, name := range legend {
-		x := area.Max.X - 200 + i*100
-		fill(img, image.Rect(x, area.Min.Y+12, x+10, area.Min.Y+22), series[i%len(series)])
-		drawText(img, x+16, area.Min.Y+12, name, scale, plotInk)
-	}
+	const scale = plotScale
+	panelHeader(img, area, title, legend)
 	plot := image.Rect(area.Min.X+80, area.Min.Y+40, area.Max.X-20, area.Max.Y-36)
 	top := 0.0
 	for _, g := range groups {
@@ -141,7 +135,7 @@ func plotPanel(img *image.RGBA, area image.Rectangle, title string, groups [][]f
 			w := max((slot*3/4)/len(g), 1)
 			for j, v := range g {
 				h := int(float64(plot.Dy()) * max(v, 0) / top)
-				fill(img, image.Rect(x0+j*w, plot.Max.Y-h, x0+(j+1)*w, plot.Max.Y), series[j%len(series)])
+				fill(img, image.Rect(x0+j*w, plot.Max.Y-h, x0+(j+1)*w, plot.Max.Y), plotSeries[j%len(plotSeries)])
 			}
 			if i%every == 0 {
 				cx := plot.Min.X + i*slot + slot/2
@@ -151,6 +145,22 @@ func plotPanel(img *image.RGBA, area image.Rectangle, title string, groups [][]f
 	}
 	fill(img, image.Rect(plot.Min.X-1, plot.Min.Y, plot.Min.X+1, plot.Max.Y+1), plotInk)
 	fill(img, image.Rect(plot.Min.X-1, plot.Max.Y, plot.Max.X, plot.Max.Y+2), plotInk)
+}
+
+// plotScale is the text scale of the panels; plotSeries the series colours.
+const plotScale = 2
+
+var plotSeries = []color.RGBA{plotBlue, plotOrange}
+
+// panelHeader draws a panel's title (top left) and the legend of its
+// series (top right; nil: none).
+func panelHeader(img *image.RGBA, area image.Rectangle, title string, legend []string) {
+	drawText(img, area.Min.X+12, area.Min.Y+12, title, plotScale, plotInk)
+	for i, name := range legend {
+		x := area.Max.X - 200 + i*100
+		fill(img, image.Rect(x, area.Min.Y+12, x+10, area.Min.Y+22), plotSeries[i%len(plotSeries)])
+		drawText(img, x+16, area.Min.Y+12, name, plotScale, plotInk)
+	}
 }
 
 func fill(img *image.RGBA, r image.Rectangle, c color.RGBA) {
