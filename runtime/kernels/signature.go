@@ -102,7 +102,7 @@ func Signatures(file string) ([]Signature, error) {
 // prelude's own parameters); kernel names are identifiers and distinct in a
 // file; a kernel has 1 to MaxParams parameters.
 func ParseSignatures(name, src string) ([]Signature, error) {
-	code := blankNonCode(src)
+	code := BlankNonCode(src, true)
 	var sigs []Signature
 	seen := map[string]bool{}
 	for i := 0; i < len(code); {
@@ -230,11 +230,11 @@ func parseParam(a string) (Param, error) {
 	return p, nil
 }
 
-// blankNonCode returns src with comments and preprocessor directives
-// (continuation lines included) and the contents of string and character
-// literals replaced by spaces, newlines kept, so that offsets and line
-// numbers are src's and only code is left to scan.
-func blankNonCode(src string) string {
+// BlankNonCode returns src with comments and the contents of string and
+// character literals replaced by spaces, and with directives also every
+// preprocessor directive (continuation lines included); newlines are kept,
+// so offsets and line numbers are src's and only code is left to scan.
+func BlankNonCode(src string, directives bool) string {
 	b := []byte(src)
 	lineStart := true
 	for i := 0; i < len(b); {
@@ -245,7 +245,7 @@ func blankNonCode(src string) string {
 			i++
 		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
 			i++
-		case lineStart && c == '#':
+		case directives && lineStart && c == '#':
 			// A directive runs to an end of line not escaped by a backslash.
 			for i < len(b) && b[i] != '\n' {
 				if b[i] == '\\' && i+1 < len(b) && b[i+1] == '\n' {

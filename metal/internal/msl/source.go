@@ -1,6 +1,7 @@
 package msl
 
 import (
+	"github.com/dgq-dev/dgq/runtime/kernels"
 	"regexp"
 	"strconv"
 	"strings"
@@ -140,45 +141,6 @@ func words(l string) []string {
 }
 
 // blankComments returns src with comments and the contents of string and
-// character literals replaced by spaces, newlines kept.
-func blankComments(src string) string {
-	b := []byte(src)
-	for i := 0; i < len(b); {
-		switch c := b[i]; {
-		case c == '/' && i+1 < len(b) && b[i+1] == '/':
-			for i < len(b) && b[i] != '\n' {
-				b[i] = ' '
-				i++
-			}
-		case c == '/' && i+1 < len(b) && b[i+1] == '*':
-			b[i], b[i+1] = ' ', ' '
-			i += 2
-			for i < len(b) && !(b[i] == '*' && i+1 < len(b) && b[i+1] == '/') {
-				if b[i] != '\n' {
-					b[i] = ' '
-				}
-				i++
-			}
-			if i < len(b) {
-				b[i], b[i+1] = ' ', ' '
-				i += 2
-			}
-		case c == '"' || c == '\'':
-			i++
-			for i < len(b) && b[i] != c && b[i] != '\n' {
-				if b[i] == '\\' && i+1 < len(b) && b[i+1] != '\n' {
-					b[i] = ' '
-					i++
-				}
-				b[i] = ' '
-				i++
-			}
-			if i < len(b) && b[i] == c {
-				i++
-			}
-		default:
-			i++
-		}
-	}
-	return string(b)
-}
+// character literals replaced by spaces, newlines kept
+// (kernels.BlankNonCode, directives left in place).
+func blankComments(src string) string { return kernels.BlankNonCode(src, false) }
