@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -107,6 +108,9 @@ type hostLaunch struct {
 // ErrHostUnavailable and msl.ErrNoClang; without the asked sanitizer's
 // runtime, ErrHostUnavailable.
 func NewHostEngine(opts HostOptions) (*HostEngine, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	cl, err := msl.FindClang()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHostUnavailable, err)
@@ -115,7 +119,7 @@ func NewHostEngine(opts HostOptions) (*HostEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metal: host engine: %w", err)
 	}
-	b, err := newHostBuilder(context.Background(), cl, dir, opts.Sanitizer)
+	b, err := newHostBuilder(context.Background(), cl, dir, opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -123,12 +127,23 @@ func NewHostEngine(opts HostOptions) (*HostEngine, error) {
 	return &HostEngine{opts: opts, clang: cl, dir: dir, b: b, units: map[string]*hostUnit{}}, nil
 }
 
-// Name says "host (clang 19.1.7)", with the sanitizer if any.
+// Name says "host (clang 19.1.7)", followed by what differs from the
+// default options: the sanitizer, OS threads, the SIMD order, flushed
+// subnormals ("host (clang 19.1.7, SIMD reversed, subnormals flushed)").
 func (e *HostEngine) Name() string {
+	parts := []string{"clang " + e.clang.Version}
 	if e.opts.Sanitizer != SanitizeNone {
-		return fmt.Sprintf("host (clang %s, %s sanitizer)", e.clang.Version, e.opts.Sanitizer)
+		parts = append(parts, e.opts.Sanitizer.String()+" sanitizer")
+	} else if e.opts.Threads != ThreadsFibers {
+		parts = append(parts, e.opts.Threads.String())
 	}
-	return fmt.Sprintf("host (clang %s)", e.clang.Version)
+	if e.opts.SIMDOrder != SIMDButterfly {
+		parts = append(parts, "SIMD "+e.opts.SIMDOrder.String())
+	}
+	if e.opts.FlushSubnormals {
+		parts = append(parts, "subnormals flushed")
+	}
+	return "host (" + strings.Join(parts, ", ") + ")"
 }
 
 // Alloc returns n zeroed bytes, 64-byte aligned.
@@ -162,9 +177,9 @@ func (e *HostEngine) unit(name string) (*hostUnit, error) {
 	}
 	src, ok := e.opts.Units[name]
 	if !ok {
-		s, err := kernels.Source(name)
+		s, err := unitBody(name)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownUnit, name)
+			return nil, fmt.Errorf("%w: %w", ErrUnknownUnit, err)
 		}
 		src = s
 	}

@@ -63,6 +63,13 @@ KERNEL(divergent_simd, BUF(float, out, 0)) {
 	if (LANE_ID < 8u) v = SIMD_SUM(v);
 	out[LOCAL_ID_X] = v;
 }
+
+KERNEL(divergent_kinds, BUF(float, out, 0)) {
+	float v = 1.0f;
+	if (LOCAL_ID_X < 32u) v = SIMD_SUM(v);
+	else BARRIER();
+	out[LOCAL_ID_X] = v;
+}
 `
 	testUnits["broken.kern"] = "KERNEL(broken, BUF(float, out, 0)) { out[0] = undeclared_thing; }\n"
 	testUnits["badsig.kern"] = "KERNEL(badsig, BUF(float, out, 1)) { out[0] = 0.0f; }\n"
@@ -71,7 +78,12 @@ KERNEL(divergent_simd, BUF(float, out, 0)) {
 // TestHostGeometry: every thread of a 3-D launch sees its own position,
 // lane and SIMD group (lane = linear index mod 32, as on Apple GPUs).
 func TestHostGeometry(t *testing.T) {
-	e := host(t)
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) { checkGeometry(t, rt.engine(t)) })
+	}
+}
+
+func checkGeometry(t *testing.T, e *HostEngine) {
 	groups, threads := grid(2, 3, 2), grid(8, 4, 2)
 	nt, ng := 8*4*2, 2*3*2
 	out := zeros[uint32](t, e, ng*nt*8)
@@ -100,7 +112,12 @@ func TestHostGeometry(t *testing.T) {
 // TestHostSIMD: SIMD sums, maxima and shuffles over 32-lane SIMD groups,
 // and over the 8 lanes of a last, partial one.
 func TestHostSIMD(t *testing.T) {
-	e := host(t)
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) { checkSIMD(t, rt.engine(t)) })
+	}
+}
+
+func checkSIMD(t *testing.T, e *HostEngine) {
 	const n = 40
 	x := make([]float32, n)
 	for i := range x {
@@ -126,7 +143,12 @@ func TestHostSIMD(t *testing.T) {
 // TestHostSharedMemory: a SHARED array is one per group, seen by all of the
 // group's threads after a barrier, and free again for the next group.
 func TestHostSharedMemory(t *testing.T) {
-	e := host(t)
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) { checkSharedMemory(t, rt.engine(t)) })
+	}
+}
+
+func checkSharedMemory(t *testing.T, e *HostEngine) {
 	const groups, n = 5, 96
 	out := zeros[uint32](t, e, groups*n)
 	run(t, e, "shared.kern", "shared_rotate", grid(groups, 1, 1), grid(n, 1, 1), buf(out))
@@ -141,8 +163,13 @@ func TestHostSharedMemory(t *testing.T) {
 // TestHostDivergentBarrier: threads of a group that meet different barriers
 // (or SIMD exchanges) end the launch with ErrDivergentBarrier, not a hang.
 func TestHostDivergentBarrier(t *testing.T) {
-	e := host(t)
-	for _, kernel := range []string{"divergent_barrier", "divergent_simd"} {
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) { checkDivergentBarrier(t, rt.engine(t)) })
+	}
+}
+
+func checkDivergentBarrier(t *testing.T, e *HostEngine) {
+	for _, kernel := range []string{"divergent_barrier", "divergent_simd", "divergent_kinds"} {
 		t.Run(kernel, func(t *testing.T) {
 			p, err := e.Pipeline("divergent.kern", kernel)
 			if err != nil {
