@@ -274,12 +274,14 @@ template <typename T> T simd_shuffle_up(T v, ushort delta);
 // group makes each call, with the same arguments. Which lane holds which
 // elements is Apple's, and nothing here depends on it.
 //
-// Host: every lane holds the whole matrix (row-major: element (r, c) at
-// r·Cols + c) and computes it redundantly. simdgroup_load and
-// simdgroup_store begin with a SIMD meeting of the group's lanes (they
-// arrive together, as a GPU's lanes do), and only lane 0 stores, so that no
-// two threads write the same memory. Each element of a product is
-// c + Σ_k a·b, fused multiply-adds in k order from c, in f32.
+// Host: lane 0 of the SIMD group holds the whole matrix (row-major: element
+// (r, c) at r·Cols + c) and does all of its arithmetic; the other lanes keep
+// a copy they never compute, since only lane 0's is ever stored.
+// simdgroup_load and simdgroup_store begin with a SIMD meeting of the
+// group's lanes (they arrive together, as a GPU's lanes do, and a lane that
+// skips one is a divergence the runtime reports), and only lane 0 loads and
+// stores, so that no two threads write the same memory. Each element of a
+// product is c + Σ_k a·b, fused multiply-adds in k order from c, in f32.
 
 #ifdef DGQ_MSL_HOST
 template <typename T, int Cols, int Rows> struct simdgroup_matrix {
@@ -292,12 +294,13 @@ inline _Float16 dgq_mat_fma(_Float16 a, _Float16 b, _Float16 c) {
 template <typename T, int Cols, int Rows>
 inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T value) {
 	simdgroup_matrix<T, Cols, Rows> m;
-	for (int i = 0; i < Rows * Cols; i++) m.dgq_e[i] = value;
+	for (int i = 0; i < Rows * Cols; i++) m.dgq_e[i] = value; // every lane: cheap, and no lane's copy is undefined
 	return m;
 }
 template <typename T, int Cols, int Rows>
 inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const T* src, ulong elements_per_row = Cols) {
 	dgq_rt_simd_barrier();
+	if (dgq_rt_lane() != 0) return;
 	for (int r = 0; r < Rows; r++) {
 		for (int c = 0; c < Cols; c++) d.dgq_e[r * Cols + c] = src[(ulong)r * elements_per_row + (ulong)c];
 	}
@@ -313,6 +316,7 @@ inline void simdgroup_store(simdgroup_matrix<T, Cols, Rows> a, T* dst, ulong ele
 template <typename T, int Cols, int Rows, int K>
 inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, Cols, Rows>& d, simdgroup_matrix<T, K, Rows>& a,
                                           simdgroup_matrix<T, Cols, K>& b, simdgroup_matrix<T, Cols, Rows>& c) {
+	if (dgq_rt_lane() != 0) return;
 	simdgroup_matrix<T, Cols, Rows> t;
 	for (int r = 0; r < Rows; r++) {
 		for (int j = 0; j < Cols; j++) {
