@@ -39,9 +39,9 @@ type metalBackend struct {
 	e       Engine
 	o       BackendOptions
 	pipes   map[pipeKey]Pipeline
-	scratch map[string]Mem   // grow-only scratch by name (scratch.go)
-	routes  *backend.Routes  // RecordRoutes' recorder, nil when not recording
-	chunk   int              // bytes of pack data staged per re-lay step (UploadWeight)
+	scratch map[string]Mem  // grow-only scratch by name (scratch.go)
+	routes  *backend.Routes // RecordRoutes' recorder, nil when not recording
+	chunk   int             // bytes of pack data staged per re-lay step (UploadWeight)
 	closed  bool
 }
 
