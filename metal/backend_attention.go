@@ -59,9 +59,9 @@ func (b *metalBackend) Attention(out, q, k, v backend.Buf, a backend.AttentionSh
 		append([]Arg{bufArg(p[1], 0), bufArg(p[2], 0), s, u32Arg(0)}, shape...)...); err != nil {
 		return err
 	}
-	probThreads := 256
-	if span <= 512 {
-		probThreads = 128
+	probThreads := fitThreads(span, 128)
+	if span > 512 {
+		probThreads = 256
 	}
 	rows := int(min(int64(a.Rows)*int64(a.Heads), 1<<20))
 	if err := b.launch("attention.kern", "attn_probs_f32", [3]int{rows}, [3]int{probThreads},

@@ -62,11 +62,16 @@ func (b *metalBackend) stride(unit, kernel string, n int64, args ...Arg) error {
 	return b.launch(unit, kernel, [3]int{int(g)}, [3]int{strideThreads}, args...)
 }
 
+// fitThreads is the group size for n items a group, at most limit: whole
+// SIMD groups, no more than the items need (a group of 256 threads over a
+// row of 32 values idles 224 of them, on a GPU as on the host engine).
+func fitThreads(n, limit int) int { return min(limit, max(32, (n+31)/32*32)) }
+
 // perRow queues a kernel with groups groups, one per row of n values: 1024
 // threads a group for rows of wideRow values or more (as the pipeline
-// allows, in whole SIMD groups), else rowThreads.
+// allows, in whole SIMD groups), else up to rowThreads as the row needs.
 func (b *metalBackend) perRow(unit, kernel string, groups, n int, args ...Arg) error {
-	threads := rowThreads
+	threads := fitThreads(n, rowThreads)
 	if n >= wideRow {
 		p, err := b.pipeline(unit, kernel)
 		if err != nil {

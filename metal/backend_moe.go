@@ -23,7 +23,7 @@ import (
 const (
 	moeBM         = 64   // moe_expert_f32's pairs per tile (MOE_BM)
 	moeMaxExperts = 1024 // moe_topk_f32's shared arrays
-	moeThreads    = 256  // the grouping and expert kernels' group size
+	moeThreads    = 256  // the expert kernel's group size (and the grouping kernels' largest)
 )
 
 // Scratch of a MoE call.
@@ -116,7 +116,7 @@ func (b *metalBackend) moePlan(out, u, x backend.Buf, rows int, w backend.MoEWei
 // moeRoute queues the routing: r = ((RMSNorm(x)·scale)·root), logits =
 // r·Routerᵀ, softmax and top-K: the slots' experts (idx) and weights (wts).
 func (b *metalBackend) moeRoute(m *moeCall) error {
-	if err := b.launch("router.kern", "moe_router_norm_f32", [3]int{m.rows}, [3]int{rowThreads},
+	if err := b.launch("router.kern", "moe_router_norm_f32", [3]int{m.rows}, [3]int{fitThreads(m.H, rowThreads)},
 		bufArg(m.x, 0), bufArg(m.rscale, 0), memArg(m.r, 0), u32Arg(uint32(m.H)), f32Arg(m.eps), f32Arg(m.root)); err != nil {
 		return err
 	}
@@ -157,11 +157,12 @@ func (b *metalBackend) recordRoutes(m *moeCall) error {
 // moeGroup queues the grouping: pairs per expert, the pair list by expert
 // and the tile table.
 func (b *metalBackend) moeGroup(m *moeCall) error {
-	if err := b.launch("router.kern", "moe_count_u32", [3]int{m.E}, [3]int{moeThreads},
+	threads := fitThreads(int(m.P), moeThreads) // each thread a run of the P slots
+	if err := b.launch("router.kern", "moe_count_u32", [3]int{m.E}, [3]int{threads},
 		memArg(m.idx, 0), memArg(m.counts, 0), u32Arg(uint32(m.P))); err != nil {
 		return err
 	}
-	return b.launch("router.kern", "moe_scatter_u32", [3]int{m.E}, [3]int{moeThreads},
+	return b.launch("router.kern", "moe_scatter_u32", [3]int{m.E}, [3]int{threads},
 		memArg(m.idx, 0), memArg(m.counts, 0), memArg(m.pairs, 0), memArg(m.tileTab, 0),
 		u32Arg(uint32(m.P)), u32Arg(uint32(m.E)), u32Arg(moeBM))
 }

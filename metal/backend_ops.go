@@ -43,7 +43,8 @@ func (b *metalBackend) weightOperands(check error, w backend.Weight, bufs ...bac
 	return mw, p, err
 }
 
-// RMSNorm: rmsnorm.kern, one group of rowThreads per row.
+// RMSNorm: rmsnorm.kern, one group per row (up to rowThreads threads, as
+// the row needs).
 func (b *metalBackend) RMSNorm(y, x, w backend.Buf, rows, n int, eps float32) error {
 	bufs := []backend.Buf{y, x}
 	if w != nil {
@@ -57,7 +58,7 @@ func (b *metalBackend) RMSNorm(y, x, w backend.Buf, rows, n int, eps float32) er
 	if err != nil {
 		return err
 	}
-	groups, threads := [3]int{rows}, [3]int{rowThreads}
+	groups, threads := [3]int{rows}, [3]int{fitThreads(n, rowThreads)}
 	if w == nil {
 		return b.launch("rmsnorm.kern", "rmsnorm_unscaled_f32", groups, threads, bufArg(p[1], 0), bufArg(p[0], 0), u32Arg(nn), f32Arg(eps))
 	}

@@ -280,7 +280,7 @@ var unitFile = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 // executable).
 func (b *hostBuilder) build(ctx context.Context, name, text string) (string, error) {
 	if !unitFile.MatchString(name) {
-		return "", fmt.Errorf("%w: %q is not a unit name the host build accepts", ErrUnknownUnit, name)
+		return "", fmt.Errorf("%w: %q is not a unit name the host build accepts", ErrNoSource, name)
 	}
 	src := filepath.Join(b.dir, name+".cpp")
 	if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
@@ -302,8 +302,8 @@ func (b *hostBuilder) build(ctx context.Context, name, text string) (string, err
 	return out, nil
 }
 
-// run runs clang with args; a failure wraps ErrHostBuild with the first
-// lines of clang's output.
+// run runs clang with args. clang's refusal is a *CompileError (ErrCompile)
+// holding its output; clang failing to run wraps ErrCompile too.
 func (b *hostBuilder) run(ctx context.Context, what string, args []string) error {
 	cmd := exec.CommandContext(ctx, b.clang.Path, args...)
 	var out bytes.Buffer
@@ -314,23 +314,9 @@ func (b *hostBuilder) run(ctx context.Context, what string, args []string) error
 		}
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) {
-			return fmt.Errorf("%w: %s: running %s: %w", ErrHostBuild, what, b.clang.Path, err)
+			return fmt.Errorf("%w: %s: running %s: %w", ErrCompile, what, b.clang.Path, err)
 		}
-		return fmt.Errorf("%w: %s: %s", ErrHostBuild, what, headLines(out.String(), 8))
+		return &CompileError{Unit: what, Log: out.String()}
 	}
 	return nil
-}
-
-// headLines returns the first n nonempty lines of s, joined by "\n\t".
-func headLines(s string, n int) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-		if len(out) == n {
-			break
-		}
-	}
-	return strings.Join(out, "\n\t")
 }

@@ -149,10 +149,10 @@ func (e *HostEngine) Name() string {
 // Alloc returns n zeroed bytes, 64-byte aligned.
 func (e *HostEngine) Alloc(n int) (Mem, error) {
 	if e.closed {
-		return nil, ErrEngineClosed
+		return nil, ErrClosed
 	}
 	if n < 0 {
-		return nil, fmt.Errorf("%w: %d", ErrBadSize, n)
+		return nil, fmt.Errorf("%w: Alloc of %d bytes", ErrArgument, n)
 	}
 	const align = 64
 	words := make([]uint64, (n+2*align)/8)
@@ -165,7 +165,7 @@ func (e *HostEngine) Alloc(n int) (Mem, error) {
 // it (ErrReadOnly).
 func (e *HostEngine) Wrap(b []byte) (Mem, error) {
 	if e.closed {
-		return nil, ErrEngineClosed
+		return nil, ErrClosed
 	}
 	return &hostMem{e: e, b: b, ro: true}, nil
 }
@@ -179,7 +179,7 @@ func (e *HostEngine) unit(name string) (*hostUnit, error) {
 	if !ok {
 		s, err := unitBody(name)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnknownUnit, err)
+			return nil, err
 		}
 		src = s
 	}
@@ -199,7 +199,7 @@ func (e *HostEngine) unit(name string) (*hostUnit, error) {
 	if e.opts.Sanitizer == SanitizeNone {
 		u.lib, err = purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
-			return nil, fmt.Errorf("%w: loading %s: %w", ErrHostBuild, name, err)
+			return nil, fmt.Errorf("%w: loading %s: %w", ErrCompile, name, err)
 		}
 	}
 	e.units[name] = u
@@ -209,7 +209,7 @@ func (e *HostEngine) unit(name string) (*hostUnit, error) {
 // Pipeline returns kernel of unit, building the unit at first use.
 func (e *HostEngine) Pipeline(unit, kernel string) (Pipeline, error) {
 	if e.closed {
-		return nil, ErrEngineClosed
+		return nil, ErrClosed
 	}
 	u, err := e.unit(unit)
 	if err != nil {
@@ -217,13 +217,13 @@ func (e *HostEngine) Pipeline(unit, kernel string) (Pipeline, error) {
 	}
 	sig, ok := u.sigs[kernel]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s in %s", ErrUnknownKernel, kernel, unit)
+		return nil, fmt.Errorf("%w: %s in %s", ErrNoKernel, kernel, unit)
 	}
 	p := &hostPipeline{e: e, unit: u, sig: sig}
 	if u.lib != 0 {
 		p.fn, err = purego.Dlsym(u.lib, "dgq_launch_"+kernel)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrHostBuild, kernel, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrCompile, kernel, err)
 		}
 	}
 	return p, nil
@@ -232,7 +232,7 @@ func (e *HostEngine) Pipeline(unit, kernel string) (Pipeline, error) {
 // Dispatch checks a launch (checkDispatch) and queues it.
 func (e *HostEngine) Dispatch(p Pipeline, groups, threads [3]int, args ...Arg) error {
 	if e.closed {
-		return ErrEngineClosed
+		return ErrClosed
 	}
 	hp, ok := p.(*hostPipeline)
 	if !ok || hp.e != e {
@@ -262,7 +262,7 @@ func (e *HostEngine) Dispatch(p Pipeline, groups, threads [3]int, args ...Arg) e
 // (the launches after it are dropped).
 func (e *HostEngine) Sync() error {
 	if e.closed {
-		return ErrEngineClosed
+		return ErrClosed
 	}
 	q := e.queue
 	e.queue = nil
@@ -339,13 +339,13 @@ func launchError(rc int32) error {
 	case 0:
 		return nil
 	case 1:
-		return fmt.Errorf("%w: the runtime refused the geometry", ErrBadGeometry)
+		return fmt.Errorf("%w: the runtime refused the geometry", ErrGeometry)
 	case 2:
-		return fmt.Errorf("%w: cannot create the group's threads", ErrHostLaunch)
+		return fmt.Errorf("%w: cannot create the group's threads", ErrCommand)
 	case 3:
 		return ErrDivergentBarrier
 	case 4:
-		return fmt.Errorf("%w: out of memory", ErrHostLaunch)
+		return fmt.Errorf("%w: out of memory", ErrCommand)
 	}
-	return fmt.Errorf("%w: runtime result %d", ErrHostLaunch, rc)
+	return fmt.Errorf("%w: runtime result %d", ErrCommand, rc)
 }

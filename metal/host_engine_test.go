@@ -259,19 +259,19 @@ func TestHostErrors(t *testing.T) {
 		want            error
 	}{
 		{"ok", grid(1, 1, 1), grid(64, 1, 1), ok, nil},
-		{"too few arguments", grid(1, 1, 1), grid(64, 1, 1), ok[:3], ErrBadArgs},
-		{"short scalar", grid(1, 1, 1), grid(64, 1, 1), with(2, Arg{Scalar: []byte{1, 2}}), ErrBadArgs},
-		{"buffer for a scalar", grid(1, 1, 1), grid(64, 1, 1), with(3, buf(x)), ErrBadArgs},
-		{"scalar for a buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, u32(0)), ErrBadArgs},
-		{"misaligned offset", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 2}), ErrBadArgs},
-		{"offset past the end", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 260}), ErrBadArgs},
+		{"too few arguments", grid(1, 1, 1), grid(64, 1, 1), ok[:3], ErrArgument},
+		{"short scalar", grid(1, 1, 1), grid(64, 1, 1), with(2, Arg{Scalar: []byte{1, 2}}), ErrArgument},
+		{"buffer for a scalar", grid(1, 1, 1), grid(64, 1, 1), with(3, buf(x)), ErrArgument},
+		{"scalar for a buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, u32(0)), ErrArgument},
+		{"misaligned offset", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 2}), ErrArgument},
+		{"offset past the end", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 260}), ErrArgument},
 		{"read-only output", grid(1, 1, 1), grid(64, 1, 1), with(1, buf(ro)), ErrReadOnly},
 		{"read-only input", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(ro)), nil},
 		{"another engine's buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(foreign)), ErrForeign},
 		{"freed buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(freed)), ErrForeign},
-		{"no threads", grid(1, 1, 1), grid(0, 1, 1), ok, ErrBadGeometry},
-		{"too many threads", grid(1, 1, 1), grid(64, 32, 1), ok, ErrBadGeometry},
-		{"negative groups", grid(-1, 1, 1), grid(64, 1, 1), ok, ErrBadGeometry},
+		{"no threads", grid(1, 1, 1), grid(0, 1, 1), ok, ErrGeometry},
+		{"too many threads", grid(1, 1, 1), grid(64, 32, 1), ok, ErrGeometry},
+		{"negative groups", grid(-1, 1, 1), grid(64, 1, 1), ok, ErrGeometry},
 		{"no groups", grid(0, 1, 1), grid(64, 1, 1), ok, nil},
 	}
 	for _, tc := range dispatch {
@@ -289,11 +289,11 @@ func TestHostErrors(t *testing.T) {
 		unit, kernel string
 		want         error
 	}{
-		{"nope.kern", "x", ErrUnknownUnit},
-		{"rmsnorm.kern", "nope", ErrUnknownKernel},
-		{"broken.kern", "broken", ErrHostBuild},
+		{"nope.kern", "x", ErrNoSource},
+		{"rmsnorm.kern", "nope", ErrNoKernel},
+		{"broken.kern", "broken", ErrCompile},
 		{"badsig.kern", "badsig", kernels.ErrSignature},
-		{"../rmsnorm.kern", "rmsnorm_f32", ErrUnknownUnit},
+		{"../rmsnorm.kern", "rmsnorm_f32", ErrNoSource},
 	}
 	for _, tc := range pipelines {
 		if _, err := e.Pipeline(tc.unit, tc.kernel); !errors.Is(err, tc.want) {
@@ -310,12 +310,12 @@ func TestHostErrors(t *testing.T) {
 	if err := e.Dispatch(op, grid(1, 1, 1), grid(64, 1, 1), ok...); !errors.Is(err, ErrForeign) {
 		t.Errorf("Dispatch of another engine's pipeline = %v, want ErrForeign", err)
 	}
-	if _, err := e.Alloc(-1); !errors.Is(err, ErrBadSize) {
-		t.Errorf("Alloc(-1) = %v, want ErrBadSize", err)
+	if _, err := e.Alloc(-1); !errors.Is(err, ErrArgument) {
+		t.Errorf("Alloc(-1) = %v, want ErrArgument", err)
 	}
 }
 
-// TestHostClose: after Close every call says ErrEngineClosed.
+// TestHostClose: after Close every call says ErrClosed.
 func TestHostClose(t *testing.T) {
 	e := newHost(t, HostOptions{})
 	p, err := e.Pipeline("elementwise.kern", "scale_f32")
@@ -325,19 +325,19 @@ func TestHostClose(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Alloc(4); !errors.Is(err, ErrEngineClosed) {
+	if _, err := e.Alloc(4); !errors.Is(err, ErrClosed) {
 		t.Errorf("Alloc = %v", err)
 	}
-	if _, err := e.Wrap(nil); !errors.Is(err, ErrEngineClosed) {
+	if _, err := e.Wrap(nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Wrap = %v", err)
 	}
-	if _, err := e.Pipeline("elementwise.kern", "scale_f32"); !errors.Is(err, ErrEngineClosed) {
+	if _, err := e.Pipeline("elementwise.kern", "scale_f32"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Pipeline = %v", err)
 	}
-	if err := e.Dispatch(p, grid(1, 1, 1), grid(1, 1, 1)); !errors.Is(err, ErrEngineClosed) {
+	if err := e.Dispatch(p, grid(1, 1, 1), grid(1, 1, 1)); !errors.Is(err, ErrClosed) {
 		t.Errorf("Dispatch = %v", err)
 	}
-	if err := e.Sync(); !errors.Is(err, ErrEngineClosed) {
+	if err := e.Sync(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Sync = %v", err)
 	}
 	if !strings.HasPrefix(e.Name(), "host (clang 19.") {
@@ -359,8 +359,8 @@ func TestHostRuntimeConstants(t *testing.T) {
 			t.Errorf("runtime.h %s = %d (%v), Go has %d", name, got, ok, v)
 		}
 	}
-	codes := map[string]error{"DGQ_ERR_GEOMETRY": ErrBadGeometry, "DGQ_ERR_THREADS": ErrHostLaunch,
-		"DGQ_ERR_DIVERGENT": ErrDivergentBarrier, "DGQ_ERR_MEMORY": ErrHostLaunch}
+	codes := map[string]error{"DGQ_ERR_GEOMETRY": ErrGeometry, "DGQ_ERR_THREADS": ErrCommand,
+		"DGQ_ERR_DIVERGENT": ErrDivergentBarrier, "DGQ_ERR_MEMORY": ErrCommand}
 	for name, sentinel := range codes {
 		if err := launchError(int32(defs[name])); defs[name] == 0 || !errors.Is(err, sentinel) {
 			t.Errorf("%s (%d) maps to %v, want %v", name, defs[name], err, sentinel)
