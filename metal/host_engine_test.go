@@ -367,3 +367,97 @@ func TestHostRuntimeConstants(t *testing.T) {
 		}
 	}
 }
+
+// TestHostSIMDOrder: simd_sum combines the lanes in butterfly order by
+// default and from the last lane down to lane 0 with SIMDReversed, on values
+// chosen so that the two orders give different f32 sums.
+func TestHostSIMDOrder(t *testing.T) {
+	x := make([]float32, 32)
+	for i := range x {
+		x[i] = float32(math.Ldexp(1+float64(i)/7, (i%5)*6-12))
+	}
+	x[3], x[20] = 1e8, -1e8
+	butterfly := append([]float32(nil), x...)
+	for o := 16; o > 0; o >>= 1 {
+		next := make([]float32, 32)
+		for i := range next {
+			next[i] = butterfly[i] + butterfly[i^o]
+		}
+		butterfly = next
+	}
+	reversed := x[31]
+	for i := 30; i >= 0; i-- {
+		reversed += x[i]
+	}
+	if butterfly[0] == reversed {
+		t.Fatalf("the two orders agree (%g): the test cannot tell them apart", reversed)
+	}
+	for _, c := range []struct {
+		engine *HostEngine
+		want   float32
+	}{
+		{host(t), butterfly[0]},
+		{newHost(t, HostOptions{Units: testUnits, SIMDOrder: SIMDReversed}), reversed},
+	} {
+		out := zeros[float32](t, c.engine, 3*32)
+		run(t, c.engine, "simd.kern", "simd_ops", grid(1, 1, 1), grid(32, 1, 1), buf(memOf(t, c.engine, x)), buf(out))
+		for lane, v := range valuesOf[float32](out) {
+			if lane%3 == 0 && v != c.want {
+				t.Fatalf("%s: lane %d: simd_sum %g, want %g", c.engine.Name(), lane/3, v, c.want)
+			}
+		}
+	}
+}
+
+// TestHostFlushSubnormals: with FlushSubnormals the kernels' arithmetic
+// flushes subnormal inputs and results to zero of their sign (x/1 of a
+// subnormal is ±0, the smallest normal times 0.5 is 0); without it, IEEE
+// gradual underflow keeps them. Values that need no arithmetic on a
+// subnormal (moved by copy_u32) are kept either way.
+func TestHostFlushSubnormals(t *testing.T) {
+	sub, neg, minNormal := math.Float32frombits(1), math.Float32frombits(0x807fffff), math.Float32frombits(0x00800000)
+	x := []float32{sub, neg, minNormal, 1}
+	for _, c := range []struct {
+		opts HostOptions
+		div  []float32 // x / 1
+		half float32   // minNormal · 0.5
+	}{
+		{HostOptions{}, []float32{sub, neg, minNormal, 1}, math.Float32frombits(0x00400000)},
+		{HostOptions{FlushSubnormals: true}, []float32{0, float32(math.Copysign(0, -1)), minNormal, 1}, 0},
+	} {
+		e := newHost(t, c.opts)
+		m := memOf(t, e, x)
+		run(t, e, "elementwise.kern", "temper_f32", grid(1, 1, 1), grid(32, 1, 1), buf(m), u64(uint64(len(x))), f32(1))
+		got := valuesOf[float32](m)
+		for i, v := range got {
+			if math.Float32bits(v) != math.Float32bits(c.div[i]) {
+				t.Errorf("%s: %g / 1 = %g (%#x), want %g", e.Name(), x[i], v, math.Float32bits(v), c.div[i])
+			}
+		}
+		h := memOf(t, e, []float32{minNormal})
+		run(t, e, "elementwise.kern", "scale_f32", grid(1, 1, 1), grid(32, 1, 1), buf(h), u64(1), f32(0.5))
+		if v := valuesOf[float32](h)[0]; math.Float32bits(v) != math.Float32bits(c.half) {
+			t.Errorf("%s: %g · 0.5 = %g, want %g", e.Name(), minNormal, v, c.half)
+		}
+		src := memOf(t, e, []float32{sub, neg})
+		dst := zeros[float32](t, e, 2)
+		run(t, e, "copy.metal", "copy_u32", grid(1, 1, 1), grid(32, 1, 1), buf(dst), buf(src), u64(2))
+		if v := valuesOf[float32](dst); math.Float32bits(v[0]) != 1 || math.Float32bits(v[1]) != 0x807fffff {
+			t.Errorf("%s: copy_u32 of subnormals: %#x %#x", e.Name(), math.Float32bits(v[0]), math.Float32bits(v[1]))
+		}
+	}
+}
+
+// TestHostOptions: options outside their constants are refused; the name
+// says what differs from the defaults.
+func TestHostOptions(t *testing.T) {
+	for _, o := range []HostOptions{{Sanitizer: 9}, {Threads: 9}, {SIMDOrder: 9}} {
+		if _, err := NewHostEngine(o); !errors.Is(err, ErrArgument) {
+			t.Errorf("NewHostEngine(%+v) = %v, want ErrArgument", o, err)
+		}
+	}
+	e := newHost(t, HostOptions{Threads: ThreadsOS, SIMDOrder: SIMDReversed, FlushSubnormals: true})
+	if n := e.Name(); !strings.HasSuffix(n, ", os-threads, SIMD reversed, subnormals flushed)") {
+		t.Errorf("Name = %q", n)
+	}
+}
