@@ -11,11 +11,19 @@ import (
 
 var _ backend.RouteRecorder = (*metalBackend)(nil)
 
-// hostBackend returns a backend on a host engine of the test's own.
+// hostBackend returns a backend with the default options on a host engine
+// of the test's own.
 func hostBackend(t *testing.T, opts HostOptions) backend.Backend {
 	t.Helper()
+	return hostBackendWith(t, opts, BackendOptions{})
+}
+
+// hostBackendWith returns a backend with options bo on a host engine of the
+// test's own.
+func hostBackendWith(t *testing.T, opts HostOptions, bo BackendOptions) backend.Backend {
+	t.Helper()
 	e := newHost(t, opts)
-	b, err := NewBackend(e, BackendOptions{})
+	b, err := NewBackend(e, bo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,22 +37,29 @@ func hostBackend(t *testing.T, opts HostOptions) backend.Backend {
 
 // TestBackendConformance runs the whole conformance suite (under -short its
 // small shapes) on the backend over the host engine in three variants of
-// what a GPU may do: IEEE arithmetic, SIMD reductions in another lane
-// order, and f32 subnormals flushed to zero.
+// what a GPU may do — IEEE arithmetic, SIMD reductions in another lane
+// order, f32 subnormals flushed to zero — and with the second MoE kernel
+// (MoESimdgroup).
 func TestBackendConformance(t *testing.T) {
 	variants := []struct {
-		name  string
-		host  HostOptions
-		suite backendtest.Options
+		name    string
+		host    HostOptions
+		backend BackendOptions
+		suite   backendtest.Options
 	}{
-		{"ieee", HostOptions{}, backendtest.Options{}},
-		{"simd-reversed", HostOptions{SIMDOrder: SIMDReversed}, backendtest.Options{}},
-		{"flush-subnormals", HostOptions{FlushSubnormals: true}, backendtest.Options{FlushSubnormals: true}},
+		{"ieee", HostOptions{}, BackendOptions{}, backendtest.Options{}},
+		{"simd-reversed", HostOptions{SIMDOrder: SIMDReversed}, BackendOptions{}, backendtest.Options{}},
+		{"flush-subnormals", HostOptions{FlushSubnormals: true}, BackendOptions{}, backendtest.Options{FlushSubnormals: true}},
+		{"moe-simdgroup", HostOptions{}, BackendOptions{MoE: MoESimdgroup}, backendtest.Options{}},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			v.suite.Small = testing.Short()
-			backendtest.RunOpts(t, hostBackend(t, v.host), v.suite)
+			b := hostBackendWith(t, v.host, v.backend)
+			if got, want := b.Caps().Kernels, v.backend.kernelNames(); got["moe"] != want["moe"] {
+				t.Fatalf("Caps().Kernels %v, want %v", got, want)
+			}
+			backendtest.RunOpts(t, b, v.suite)
 		})
 	}
 }

@@ -16,12 +16,16 @@ import (
 //   - grouping: moe_count_u32 and moe_scatter_u32 (pairs by expert, in slot
 //     order, and the tile table);
 //   - experts: moe_expert_f32 for gate/up (gelu(gate)·up) and down (times
-//     the slot weight), weights decoded in the kernel;
+//     the slot weight), weights decoded in the kernel, or with MoESimdgroup
+//     moe.metal's moe_expert_sg_f32 (the same work on SIMD-group matrices);
 //   - combine: moe_combine_f32, each token's slots summed in slot order.
 
-// Limits and tiling of router.kern's kernels.
+// Limits and tiling of the MoE's kernels.
 const (
 	moeBM         = 64   // moe_expert_f32's pairs per tile (MOE_BM)
+	moeSGBM       = 32   // moe_expert_sg_f32's pairs per tile (ME_BM)
+	moeSGBN       = 32   // … and output columns per group (ME_BN)
+	moeSGThreads  = 128  // … and its group size (ME_THREADS)
 	moeMaxExperts = 1024 // moe_topk_f32's shared arrays
 	moeThreads    = 256  // the expert kernel's group size (and the grouping kernels' largest)
 )
@@ -46,6 +50,7 @@ type moeCall struct {
 	eps, root              float32
 	rows, E, H, F, K       int
 	P                      int64 // token-expert pairs, rows·K
+	bm                     int   // pairs per tile of the table (the expert kernel's)
 	tiles                  int64 // bound on the tile table's tiles
 
 	r, logits, idx, wts, counts, pairs, tileTab, z, y Mem
@@ -85,7 +90,11 @@ func (b *metalBackend) moePlan(out, u, x backend.Buf, rows int, w backend.MoEWei
 		}
 	}
 	m.P = int64(rows) * int64(m.K)
-	m.tiles = (m.P + int64(E)*(moeBM-1)) / moeBM
+	m.bm = moeBM
+	if b.o.MoE == MoESimdgroup {
+		m.bm = moeSGBM
+	}
+	m.tiles = (m.P + int64(E)*int64(m.bm-1)) / int64(m.bm)
 	switch {
 	case E > moeMaxExperts:
 		return nil, fmt.Errorf("%w: metal: MoE of %d experts (at most %d)", ErrArgument, E, moeMaxExperts)
@@ -164,28 +173,37 @@ func (b *metalBackend) moeGroup(m *moeCall) error {
 	}
 	return b.launch("router.kern", "moe_scatter_u32", [3]int{m.E}, [3]int{threads},
 		memArg(m.idx, 0), memArg(m.counts, 0), memArg(m.pairs, 0), memArg(m.tileTab, 0),
-		u32Arg(uint32(m.P)), u32Arg(uint32(m.E)), u32Arg(moeBM))
+		u32Arg(uint32(m.P)), u32Arg(uint32(m.E)), u32Arg(uint32(m.bm)))
 }
 
 // moeExperts queues z [P][F] = gelu(gate)·up of every pair, then y [P
 // slots][H] = down(z) times the slot weight.
 func (b *metalBackend) moeExperts(m *moeCall) error {
-	if err := b.moeExpert(m, m.gateUp, memArg(m.u.m, 0), memArg(m.z, 0), m.H, m.F, true, [3]int{(m.F + 31) / 32, int(m.tiles)}); err != nil {
+	gu, down := [3]int{(m.F + 31) / 32, int(m.tiles)}, [3]int{(m.H + 63) / 64, int(m.tiles)}
+	if b.o.MoE == MoESimdgroup {
+		gu[0], down[0] = (m.F+moeSGBN-1)/moeSGBN, (m.H+moeSGBN-1)/moeSGBN
+	}
+	if err := b.moeExpert(m, m.gateUp, memArg(m.u.m, 0), memArg(m.z, 0), m.H, m.F, true, gu); err != nil {
 		return err
 	}
-	return b.moeExpert(m, m.down, memArg(m.z, 0), memArg(m.y, 0), m.F, m.H, false, [3]int{(m.H + 63) / 64, int(m.tiles)})
+	return b.moeExpert(m, m.down, memArg(m.z, 0), memArg(m.y, 0), m.F, m.H, false, down)
 }
 
-// moeExpert queues moe_expert_f32 for weight w (gate/up when gateup, else
-// down) reading activations a of reduction width kd into out of width
+// moeExpert queues the expert kernel (moe_expert_f32, or moe_expert_sg_f32
+// with MoESimdgroup: the same arguments) for weight w (gate/up when gateup,
+// else down) reading activations a of reduction width kd into out of width
 // nout.
 func (b *metalBackend) moeExpert(m *moeCall, w *metalWeight, a, out Arg, kd, nout int, gateup bool, groups [3]int) error {
 	gu := uint32(0)
 	if gateup {
 		gu = 1
 	}
+	unit, kernel, threads := "router.kern", "moe_expert_f32", moeThreads
+	if b.o.MoE == MoESimdgroup {
+		unit, kernel, threads = "moe.metal", "moe_expert_sg_f32", moeSGThreads
+	}
 	pl, code, bits, matRows := w.decodeArgs()
-	return b.launch("router.kern", "moe_expert_f32", groups, [3]int{moeThreads}, pl[0], pl[1], pl[2], a,
+	return b.launch(unit, kernel, groups, [3]int{threads}, pl[0], pl[1], pl[2], a,
 		memArg(m.pairs, 0), memArg(m.tileTab, 0), memArg(m.wts, 0), out, code, bits,
 		u32Arg(uint32(kd)), u32Arg(uint32(nout)), u32Arg(uint32(m.K)), u32Arg(gu), matRows)
 }

@@ -30,17 +30,46 @@ func (p Precision) String() string {
 	return fmt.Sprintf("Precision(%d)", int(p))
 }
 
-// BackendOptions configure NewBackend. The zero value is f32 precision. The
-// kernel of each op is chosen once, when the backend is made, and reported
-// in Caps().Kernels.
+// MoEKernel selects the expert GEMMs of MoE.
+type MoEKernel int
+
+const (
+	// MoEExact (the default) runs router.kern's moe_expert_f32, the
+	// kernel the CUDA backend runs in f32: 64-pair tiles, f32 FMA
+	// accumulation along the reduction.
+	MoEExact MoEKernel = iota
+	// MoESimdgroup runs moe.metal's moe_expert_sg_f32: 32-pair tiles, the
+	// products on SIMD-group matrices with gemm.metal's arithmetic (a fresh
+	// f32 partial per step of 32, Kahan totals).
+	MoESimdgroup
+)
+
+// String is "exact" or "simdgroup".
+func (k MoEKernel) String() string {
+	switch k {
+	case MoEExact:
+		return "exact"
+	case MoESimdgroup:
+		return "simdgroup"
+	}
+	return fmt.Sprintf("MoEKernel(%d)", int(k))
+}
+
+// BackendOptions configure NewBackend. The zero value is f32 precision with
+// every default kernel. The kernel of each op is chosen once, when the
+// backend is made, and reported in Caps().Kernels.
 type BackendOptions struct {
 	Precision Precision
+	MoE       MoEKernel
 }
 
 // validate refuses options outside their constants, and bf16 precision: an
 // error wrapping backend.ErrUnknown (a precision the backend does not offer),
 // in one line.
 func (o BackendOptions) validate() error {
+	if o.MoE != MoEExact && o.MoE != MoESimdgroup {
+		return fmt.Errorf("%w: metal MoE kernel %v (valid: MoEExact, MoESimdgroup)", ErrArgument, o.MoE)
+	}
 	switch o.Precision {
 	case PrecisionF32:
 		return nil
@@ -68,11 +97,15 @@ const (
 	kernelAttention = "tiled-f32"     // attention.kern's tiled kernels: scores, masked softmax, P·V
 	kernelMatMul    = "simdgroup-f32" // gemm.metal over the weight decoded as staged
 	kernelMoE       = "exact-f32"     // router.kern: norm, top-k, grouping, moe_expert_f32, combine
+	kernelMoESG     = "simdgroup-f32" // router.kern's routing, grouping and combine; moe.metal's experts
 	kernelSoftEmbed = "simdgroup-f32" // softmax_f32, then gemm.metal over the table
 )
 
-// kernelNames is Caps().Kernels for options o (every option has one
-// strategy per op today).
+// kernelNames is Caps().Kernels for options o.
 func (o BackendOptions) kernelNames() map[string]string {
-	return map[string]string{"attention": kernelAttention, "matmul": kernelMatMul, "moe": kernelMoE, "softembed": kernelSoftEmbed}
+	moe := kernelMoE
+	if o.MoE == MoESimdgroup {
+		moe = kernelMoESG
+	}
+	return map[string]string{"attention": kernelAttention, "matmul": kernelMatMul, "moe": moe, "softembed": kernelSoftEmbed}
 }

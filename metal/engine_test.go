@@ -17,12 +17,16 @@ import (
 // every tensor within the documented bounds of the reference and every
 // float tensor within check.VsCPUF32 of the CPU runtime (check.Parity). A
 // bf16 pack is judged against the reference; the q4 and nvfp4 packs, whose
-// weights differ from the reference's, are compared with the CPU only.
+// weights differ from the reference's, are compared with the CPU only. The
+// bf16 pack runs with the second MoE kernel (MoESimdgroup) too.
 func TestEngineParity(t *testing.T) {
-	for _, profile := range []string{"bf16", "q4", "nvfp4"} {
-		t.Run("tiny/"+profile, func(t *testing.T) {
-			m, ref := tinyPack(t, profile)
-			b := hostBackend(t, HostOptions{})
+	for _, c := range []struct {
+		profile string
+		opts    BackendOptions
+	}{{"bf16", BackendOptions{}}, {"q4", BackendOptions{}}, {"nvfp4", BackendOptions{}}, {"bf16", BackendOptions{MoE: MoESimdgroup}}} {
+		t.Run("tiny/"+c.profile+"/moe-"+c.opts.MoE.String(), func(t *testing.T) {
+			m, ref := tinyPack(t, c.profile)
+			b := hostBackendWith(t, HostOptions{}, c.opts)
 			e, err := model.NewEngine(m, b)
 			if err != nil {
 				t.Fatal(err)
@@ -39,7 +43,7 @@ func TestEngineParity(t *testing.T) {
 			for _, c := range r.Cases {
 				t.Logf("%-24s max abs %.3g (bound %.3g) vs cpu %.3g argmax %.3f pass %v", c.Name, c.MaxAbsErr, c.Tolerance, c.VsCPU, c.ArgmaxAgree, c.Pass)
 			}
-			if judged := profile == "bf16"; !r.Pass || r.Judged != judged {
+			if judged := c.profile == "bf16"; !r.Pass || r.Judged != judged {
 				t.Errorf("parity pass %v judged %v (want %v: %s)", r.Pass, r.Judged, judged, r.NoVerdict)
 			}
 		})

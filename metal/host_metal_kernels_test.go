@@ -30,6 +30,10 @@ func init() {
 			name string
 			run  func(*testing.T, Engine)
 		}{"CopyFill", testCopyFill},
+		struct {
+			name string
+			run  func(*testing.T, Engine)
+		}{"MoEExpertSimdgroup", testMoEExpertSG},
 	)
 	// Each SIMD group multiplies its own pair of 8×8 matrices twice:
 	// c = a·b + 0.5, then c = a·(a·b + 0.5) + c, stored with a row stride
@@ -279,4 +283,100 @@ func countEqual(a, b []uint32) int {
 		}
 	}
 	return n
+}
+
+// geluRef is PyTorch's tanh GELU in float64.
+func geluRef(x float64) float64 {
+	return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+}
+
+// testMoEExpertSG: moe_expert_sg_f32 over a tile table of 32-pair tiles
+// (experts with 0, 1, 33 and 40 pairs: empty, partial and split tiles;
+// every slot once),
+// gate/up then down, raw f32 weights, against float64. Each sum is
+// gemm_f32's (|δ| ≤ 36·u·Σ|terms|): down outputs are within that times the
+// slot weight plus a rounding; gate/up's gelu(g)·u within
+// (1.13·|u|·δg + |gelu(g)|·δu) + 8·u·|gelu(g)·u| (gelu's slope is at most
+// 1.13; the f32 gelu and product add a few roundings).
+func testMoEExpertSG(t *testing.T, e Engine) {
+	rng := rand.New(rand.NewPCG(47, 48))
+	const E, topk, H, F = 4, 2, 70, 40
+	counts := []int{0, 1, 33, 40}
+	P := 0
+	for _, c := range counts {
+		P += c
+	}
+	// Every slot t·topk + j once, dealt to the experts at random, each
+	// expert's slots ascending (as moe_scatter_u32 lists them).
+	perm := rng.Perm(P)
+	var pairs []uint32
+	var tiles []uint32
+	for ex, c := range counts {
+		mine := slices.Clone(perm[len(pairs) : len(pairs)+c])
+		slices.Sort(mine)
+		for p := 0; p < c; p += 32 {
+			tiles = append(tiles, uint32(ex), uint32(len(pairs)+p), uint32(min(32, c-p)))
+		}
+		for _, sl := range mine {
+			pairs = append(pairs, uint32(sl))
+		}
+	}
+	tiles = append([]uint32{uint32(len(tiles) / 3)}, tiles...)
+	slots := P
+	tokens := (P + topk - 1) / topk
+	u := randF32(rng, tokens*H, 1)
+	gateUp := randF32(rng, E*2*F*H, 1/math.Sqrt(H))
+	down := randF32(rng, E*H*F, 1/math.Sqrt(F))
+	wts := make([]float32, slots)
+	for i := range wts {
+		wts[i] = float32(0.2 + rng.Float64())
+	}
+	exOf := make([]int, P)
+	for ex, at := 0, 0; ex < E; ex++ {
+		for range counts[ex] {
+			exOf[at] = ex
+			at++
+		}
+	}
+	pm, tm, wm := memOf(t, e, pairs), memOf(t, e, tiles), memOf(t, e, wts)
+	z := zeros[float32](t, e, P*F)
+	y := zeros[float32](t, e, slots*H)
+	gm, dm := memOf(t, e, gateUp), memOf(t, e, down)
+	launch := func(w Mem, a, out Mem, kd, nout int, gateup uint32) {
+		run(t, e, "moe.metal", "moe_expert_sg_f32", grid((nout+31)/32, len(tiles)/3+1, 1), grid(128, 1, 1),
+			buf(w), buf(w), buf(w), buf(a), buf(pm), buf(tm), buf(wm), buf(out), u32(0), u32(0),
+			u32(uint32(kd)), u32(uint32(nout)), u32(topk), u32(gateup), u32(1))
+	}
+	launch(gm, memOf(t, e, u), z, H, F, 1)
+	launch(dm, z, y, F, H, 0)
+	gz, gy := valuesOf[float32](z), valuesOf[float32](y)
+	dot := func(a, w []float32) (s, mag float64) {
+		for l := range a {
+			p := float64(a[l]) * float64(w[l])
+			s, mag = s+p, mag+math.Abs(p)
+		}
+		return s, mag
+	}
+	for p := range P {
+		tok, ex := int(pairs[p])/topk, exOf[p]
+		a := u[tok*H : (tok+1)*H]
+		for n := range F {
+			g, mg := dot(a, gateUp[(ex*2*F+n)*H:(ex*2*F+n+1)*H])
+			up, mu := dot(a, gateUp[(ex*2*F+F+n)*H:(ex*2*F+F+n+1)*H])
+			ref := geluRef(g) * up
+			bound := 1.13*math.Abs(up)*36*roundoff*mg + math.Abs(geluRef(g))*36*roundoff*mu + 8*roundoff*math.Abs(ref)
+			if d := math.Abs(float64(gz[p*F+n]) - ref); d > bound {
+				t.Fatalf("z[%d][%d] = %g, want %g (|Δ| %.3g > %.3g)", p, n, gz[p*F+n], ref, d, bound)
+			}
+		}
+		slot := pairs[p]
+		for n := range H {
+			s, mag := dot(gz[p*F:(p+1)*F], down[(ex*H+n)*F:(ex*H+n+1)*F])
+			ref := s * float64(wts[slot])
+			bound := (36*roundoff*mag + roundoff*math.Abs(s)) * float64(wts[slot])
+			if d := math.Abs(float64(gy[int(slot)*H+n]) - ref); d > bound {
+				t.Fatalf("y[%d][%d] = %g, want %g (|Δ| %.3g > %.3g)", slot, n, gy[int(slot)*H+n], ref, d, bound)
+			}
+		}
+	}
 }

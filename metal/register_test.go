@@ -93,11 +93,17 @@ func TestBackendOptions(t *testing.T) {
 	if _, err := NewBackend(&DeviceEngine{}, BackendOptions{Precision: PrecisionBF16}); !errors.Is(err, backend.ErrUnknown) {
 		t.Errorf("NewBackend in bf16: %v", err)
 	}
+	if err := (BackendOptions{MoE: 7}).validate(); !errors.Is(err, ErrArgument) {
+		t.Errorf("MoE kernel 7: %v", err)
+	}
 	names := BackendOptions{}.kernelNames()
 	for _, op := range []string{"attention", "matmul", "moe", "softembed"} {
 		if names[op] == "" {
 			t.Errorf("Caps().Kernels has no %s", op)
 		}
+	}
+	if n, sg := names["moe"], (BackendOptions{MoE: MoESimdgroup}).kernelNames()["moe"]; n != "exact-f32" || sg != "simdgroup-f32" {
+		t.Errorf("moe kernels %q and %q", n, sg)
 	}
 }
 
