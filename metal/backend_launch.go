@@ -45,7 +45,7 @@ func (b *metalBackend) launch(unit, kernel string, groups, threads [3]int, args 
 		groups[d], threads[d] = max(groups[d], 1), max(threads[d], 1)
 	}
 	if n := threads[0] * threads[1] * threads[2]; n > p.MaxThreads() {
-		return fmt.Errorf("%w: metal: %s needs %d threads a group, the pipeline allows %d", ErrArgument, kernel, n, p.MaxThreads())
+		return fmt.Errorf("%w: metal: %s needs %d threads a group, the pipeline allows %d", ErrGeometry, kernel, n, p.MaxThreads())
 	}
 	if err := b.e.Dispatch(p, groups, threads, args...); err != nil {
 		return fmt.Errorf("metal: %s: %w", kernel, err)

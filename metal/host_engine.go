@@ -35,11 +35,13 @@ const hostMaxThreads = 1024
 // engines, so every engine builds what it uses once (each library's
 // threadgroup arrays are its own).
 //
-// Dispatch checks and queues; Sync runs the queue in order, each launch on
-// 1 to 1024 OS threads (one per thread of a group; the groups one after
-// another) and stops at the first error. Memory is Go memory (Alloc:
-// 64-byte aligned; Wrap: the caller's bytes, read-only to kernels), pinned
-// while the kernels run.
+// Dispatch checks and queues; Sync runs the queue in order and stops at the
+// first error. A launch runs its groups one after another, the 1 to 1024
+// threads of a group as fibers on one OS thread (ThreadsFibers, the
+// default: hostrt/fibers.c) or as OS threads (ThreadsOS and every sanitizer
+// build: hostrt/threads.c). Memory is Go memory (Alloc: 64-byte aligned;
+// Wrap: the caller's bytes, read-only to kernels), pinned while the kernels
+// run.
 type HostEngine struct {
 	opts   HostOptions
 	clang  msl.Clang

@@ -97,7 +97,7 @@ DGQ_VECTORS(bool, bool);
 #undef DGQ_VECTORS
 
 #ifdef DGQ_MSL_HOST
-// The host runtime (metal/host_runtime.c) and libm.
+// The host runtime (metal/hostrt: fibers.c or threads.c) and libm.
 extern "C" {
 void dgq_rt_barrier(void);
 void dgq_rt_simd_barrier(void);
