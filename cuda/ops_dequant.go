@@ -71,7 +71,7 @@ func (o *Ops) DequantRows(out, enc Ptr, f codecs.Format, dt codecs.DType, mtx co
 	case codecs.Q8:
 		return o.stride("dequant.kern", "dequant_q8_f32", count, p[0], p[1], out, rows, k)
 	case codecs.NVFP4: // one thread per code byte (two values); p[2] is the matrix scales' start
-		return o.stride("dequant.kern", "dequant_nvfp4_f32", count/2, p[0], p[1], p[2], out, rows, k, uint32(r0), uint32(pl.matRows))
+		return o.stride("dequant.kern", "dequant_nvfp4_f32", count/2, p[0], p[1], p[2], out, rows, k, uint32(r0), uint32(pl.MatRows))
 	default: // Q5, Q6
 		return o.stride("dequant.kern", "dequant_affine_f32", count, p[0], p[1], p[2], out, rows, k, uint32(f.Bits()))
 	}

@@ -7,76 +7,31 @@ import (
 	"unsafe"
 
 	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/runtime/kernels"
 )
 
 // Resident layout. A pack stores quantized tensors as the engine's
-// interleaved blocks (codecs: q4/q5/q6 blocks [delta bf16][min bf16][codes],
-// q8 rows [scale bf16][codes], nvfp4 matrices [f32 scale][rows of codes then
-// E4M3 scales]). The device keeps them planar, one array per kind of value,
-// which is what its decoders and GEMMs read: UploadTensor copies a tensor's
-// pack bytes to device staging in chunks of whole rows and re-lays each chunk
-// there (relayout.kern) into the planes of the resident buffer:
-//
-//	raw    data [rows][K·size]                       (the pack's bytes)
-//	q8     codes [rows][K] int8, scales [rows] f32    (the bf16 scale widened, exact)
-//	q4/5/6 codes [rows][K·bits/8] (each row one LSB-first bit string, the
-//	       blocks' code bytes back to back), deltas [rows][K/32] bf16,
-//	       mins [rows][K/32] bf16
-//	nvfp4  codes [rows][K/2], scales [rows][K/16] E4M3, gscale [matrices] f32
-//	       (row r's matrix is r / MatRows: each expert of a stack has its own)
-//
-// Planes start at multiples of planeAlign from the buffer's start.
+// interleaved blocks; the device keeps them planar, one array per kind of
+// value (kernels.ResidentLayout: the layout relayout.kern writes and the
+// common include's decoders read, shared with the Metal backend).
+// UploadTensor copies a tensor's pack bytes to device staging in chunks of
+// whole rows and re-lays each chunk there into the planes of the resident
+// buffer.
 
-// planeAlign is the alignment of every plane in a resident buffer (the
-// tensor-core kernels load 16-byte pieces of the delta/min planes).
-const planeAlign = 64
+// planeAlign is the alignment of every plane in a resident buffer.
+const planeAlign = kernels.PlaneAlign
 
 // planar is the resident layout of one tensor.
-type planar struct {
-	l       codecs.Layout // the pack's layout
-	off     [3]int64      // plane offsets (planes a format does not have: 0)
-	row     [3]int64      // bytes per row of each plane (0: not a row plane, nvfp4's gscale)
-	size    int64         // bytes of the whole resident tensor
-	matRows int64         // rows of one matrix (nvfp4's matrix scales), ≥ 1
-}
+type planar struct{ kernels.Resident }
 
 // planarLayout returns the resident layout of a tensor of format f, dtype dt
 // and geometry m.
 func planarLayout(f codecs.Format, dt codecs.DType, m codecs.Matrix) (planar, error) {
-	l, err := f.Layout(dt, m)
+	r, err := kernels.ResidentLayout(f, dt, m)
 	if err != nil {
-		return planar{}, err
+		return planar{}, fmt.Errorf("cuda: %w", err)
 	}
-	p := planar{l: l, matRows: max(l.MatRows, 1)}
-	var sizes [3]int64
-	switch f {
-	case codecs.Raw:
-		p.row[0] = l.RowBytes
-	case codecs.Q8:
-		p.row[0], p.row[1] = m.K, 4
-	case codecs.Q4, codecs.Q5, codecs.Q6:
-		p.row[0] = m.K * int64(f.Bits()) / 8
-		p.row[1], p.row[2] = m.K/32*2, m.K/32*2
-	case codecs.NVFP4:
-		p.row[0], p.row[1] = m.K/2, m.K/16
-		sizes[2] = 4 * l.Matrices
-	default:
-		return planar{}, fmt.Errorf("cuda: no resident layout for %s", f)
-	}
-	var off int64
-	for i := range 3 {
-		if sizes[i] == 0 {
-			sizes[i] = m.Rows * p.row[i] // ≤ the pack's size: no overflow
-		}
-		if sizes[i] == 0 {
-			continue
-		}
-		off = (off + planeAlign - 1) &^ (planeAlign - 1)
-		p.off[i] = off
-		off += sizes[i]
-	}
-	p.size = off
-	return p, nil
+	return planar{r}, nil
 }
 
 // ptrs returns the plane addresses of a resident tensor at base, row planes
@@ -84,7 +39,7 @@ func planarLayout(f codecs.Format, dt codecs.DType, m codecs.Matrix) (planar, er
 func (p planar) ptrs(base Ptr, r0 int64) [3]Ptr {
 	var q [3]Ptr
 	for i := range 3 {
-		q[i] = base.Add(p.off[i] + r0*p.row[i])
+		q[i] = base.Add(p.PlaneAt(i, r0))
 	}
 	return q
 }
@@ -95,19 +50,8 @@ func (p planar) ptrs(base Ptr, r0 int64) [3]Ptr {
 // not have).
 func PlaneOffsets(f codecs.Format, dt codecs.DType, m codecs.Matrix) ([3]int64, error) {
 	p, err := planarLayout(f, dt, m)
-	return p.off, err
+	return p.Off, err
 }
-
-// Format codes of the dialect's dgq_decode (DGQ_FMT_* in
-// runtime/kernels/common.h).
-const (
-	fmtF32 uint32 = iota
-	fmtBF16
-	fmtF16
-	fmtQ8
-	fmtAffine
-	fmtNVFP4
-)
 
 // decoder is a resident tensor as dgq_decode reads it: its format code, the
 // bits of an affine format, its plane addresses and the rows of one of its
@@ -125,24 +69,7 @@ func decoderOf(f codecs.Format, dt codecs.DType, m codecs.Matrix, base Ptr) (dec
 	if err != nil {
 		return decoder{}, err
 	}
-	d := decoder{p: pl.ptrs(base, 0), matRows: 1}
-	switch {
-	case f == codecs.Raw && dt == codecs.F32:
-		d.code = fmtF32
-	case f == codecs.Raw && dt == codecs.BF16:
-		d.code = fmtBF16
-	case f == codecs.Raw && dt == codecs.F16:
-		d.code = fmtF16
-	case f == codecs.Q8:
-		d.code = fmtQ8
-	case f == codecs.Q4 || f == codecs.Q5 || f == codecs.Q6:
-		d.code, d.bits = fmtAffine, uint32(f.Bits())
-	case f == codecs.NVFP4:
-		d.code, d.matRows = fmtNVFP4, uint32(pl.matRows)
-	default:
-		return decoder{}, fmt.Errorf("cuda: no device decoder for %s %s", f, dt)
-	}
-	return d, nil
+	return decoder{code: pl.Code, bits: pl.Bits, p: pl.ptrs(base, 0), matRows: uint32(pl.MatRows)}, nil
 }
 
 // ResidentSize is the size in bytes of the resident (planar) form of a
@@ -153,7 +80,7 @@ func ResidentSize(f codecs.Format, dt codecs.DType, m codecs.Matrix) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	return max(p.size, 4), nil
+	return max(p.Size, 4), nil
 }
 
 // UploadTensor makes a stored tensor resident: it allocates its planar form
@@ -166,13 +93,13 @@ func (o *Ops) UploadTensor(f codecs.Format, dt codecs.DType, m codecs.Matrix, pa
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(pack)) != p.l.Size() {
-		return nil, fmt.Errorf("cuda: %s %s %d×%d tensor of %d bytes, want %d", f, dt, m.Rows, m.K, len(pack), p.l.Size())
+	if int64(len(pack)) != p.Layout.Size() {
+		return nil, fmt.Errorf("cuda: %s %s %d×%d tensor of %d bytes, want %d", f, dt, m.Rows, m.K, len(pack), p.Layout.Size())
 	}
 	if m.Rows > 1<<32-1 || m.K > 1<<31 {
 		return nil, fmt.Errorf("cuda: %s tensor %d×%d not supported", f, m.Rows, m.K)
 	}
-	b, err := o.d.Alloc(max(p.size, 4))
+	b, err := o.d.Alloc(max(p.Size, 4))
 	if err != nil {
 		return nil, err
 	}
@@ -204,14 +131,14 @@ func (o *Ops) relayUpload(dst Ptr, f codecs.Format, dt codecs.DType, m codecs.Ma
 	}
 	// Rows per chunk: as many whole rows as fit (at least one; staging grows
 	// to one row's span).
-	rpc := max(chunk/max(p.l.RowBytes, 1), 1)
+	rpc := max(chunk/max(p.Layout.RowBytes, 1), 1)
 	// A chunk's span: its rows and the scale of every matrix starting there.
-	need := max(chunk, rpc*p.l.RowBytes+p.l.HeaderBytes*((rpc-1)/p.matRows+1))
+	need := max(chunk, rpc*p.Layout.RowBytes+p.Layout.HeaderBytes*((rpc-1)/p.MatRows+1))
 	n := (m.Rows + rpc - 1) / rpc
 	span := func(i int) (r0, rows, s, e int64) {
 		r0 = int64(i) * rpc
 		rows = min(rpc, m.Rows-r0)
-		s, e = p.l.Span(r0, rows)
+		s, e = p.Layout.Span(r0, rows)
 		return
 	}
 	return o.transfer(int(n), need, func(i, slot int) ([]byte, Ptr) {
@@ -245,10 +172,10 @@ func (o *Ops) Relayout(dst, src Ptr, f codecs.Format, dt codecs.DType, m codecs.
 	case codecs.Q8:
 		return o.stride("relayout.kern", "relayout_q8", n*m.K, src, q[0], q[1], rows, k)
 	case codecs.NVFP4:
-		return o.stride("relayout.kern", "relayout_nvfp4", n*p.l.RowBytes, src, q[0], q[1], q[2], rows, k, uint32(r0),
-			uint32(p.matRows), uint64(base))
+		return o.stride("relayout.kern", "relayout_nvfp4", n*p.Layout.RowBytes, src, q[0], q[1], q[2], rows, k, uint32(r0),
+			uint32(p.MatRows), uint64(base))
 	default: // Q4, Q5, Q6
-		return o.stride("relayout.kern", "relayout_affine", n*p.row[0], src, q[0], q[1], q[2], rows, k, uint32(f.Bits()))
+		return o.stride("relayout.kern", "relayout_affine", n*p.Row[0], src, q[0], q[1], q[2], rows, k, uint32(f.Bits()))
 	}
 }
 

@@ -31,30 +31,30 @@ func hostPlanar(t *testing.T, f codecs.Format, dt codecs.DType, m codecs.Matrix,
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, p.size)
-	l := p.l
+	out := make([]byte, p.Size)
+	l := p.Layout
 	for r := int64(0); r < m.Rows; r++ {
 		off := l.RowOffset(r)
 		row := enc[off : off+l.RowBytes]
 		switch f {
 		case codecs.Raw:
-			copy(out[p.off[0]+r*p.row[0]:], row)
+			copy(out[p.Off[0]+r*p.Row[0]:], row)
 		case codecs.Q8:
-			copy(out[p.off[0]+r*m.K:], row[2:])
-			binary.LittleEndian.PutUint32(out[p.off[1]+4*r:], uint32(binary.LittleEndian.Uint16(row))<<16)
+			copy(out[p.Off[0]+r*m.K:], row[2:])
+			binary.LittleEndian.PutUint32(out[p.Off[1]+4*r:], uint32(binary.LittleEndian.Uint16(row))<<16)
 		case codecs.Q4, codecs.Q5, codecs.Q6:
 			cb := int64(4 * f.Bits())
 			for g := int64(0); g < m.K/32; g++ {
 				blk := row[g*(cb+4) : (g+1)*(cb+4)]
-				copy(out[p.off[0]+r*p.row[0]+g*cb:], blk[4:])
-				copy(out[p.off[1]+r*p.row[1]+2*g:], blk[0:2])
-				copy(out[p.off[2]+r*p.row[2]+2*g:], blk[2:4])
+				copy(out[p.Off[0]+r*p.Row[0]+g*cb:], blk[4:])
+				copy(out[p.Off[1]+r*p.Row[1]+2*g:], blk[0:2])
+				copy(out[p.Off[2]+r*p.Row[2]+2*g:], blk[2:4])
 			}
 		case codecs.NVFP4:
-			copy(out[p.off[0]+r*m.K/2:], row[:m.K/2])
-			copy(out[p.off[1]+r*m.K/16:], row[m.K/2:])
+			copy(out[p.Off[0]+r*m.K/2:], row[:m.K/2])
+			copy(out[p.Off[1]+r*m.K/16:], row[m.K/2:])
 			if r%l.MatRows == 0 {
-				copy(out[p.off[2]+4*(r/l.MatRows):], enc[off-4:off])
+				copy(out[p.Off[2]+4*(r/l.MatRows):], enc[off-4:off])
 			}
 		}
 	}
@@ -65,12 +65,12 @@ func hostPlanar(t *testing.T, f codecs.Format, dt codecs.DType, m codecs.Matrix,
 func planeRanges(f codecs.Format, p planar, m codecs.Matrix) [][2]int64 {
 	var rs [][2]int64
 	for i := range 3 {
-		n := m.Rows * p.row[i]
+		n := m.Rows * p.Row[i]
 		if i == 2 && f == codecs.NVFP4 {
-			n = 4 * p.l.Matrices
+			n = 4 * p.Layout.Matrices
 		}
 		if n > 0 {
-			rs = append(rs, [2]int64{p.off[i], p.off[i] + n})
+			rs = append(rs, [2]int64{p.Off[i], p.Off[i] + n})
 		}
 	}
 	return rs
@@ -90,16 +90,16 @@ func TestPlanarLayout(t *testing.T) {
 			}
 			var end int64
 			for _, r := range planeRanges(f, p, m) {
-				if r[0]%planeAlign != 0 || r[0] < end || r[1] > p.size {
-					t.Errorf("%s %v: plane %v (previous ends at %d, size %d)", f, m, r, end, p.size)
+				if r[0]%planeAlign != 0 || r[0] < end || r[1] > p.Size {
+					t.Errorf("%s %v: plane %v (previous ends at %d, size %d)", f, m, r, end, p.Size)
 				}
 				end = r[1]
 			}
-			if end != p.size {
-				t.Errorf("%s %v: planes end at %d, size %d", f, m, end, p.size)
+			if end != p.Size {
+				t.Errorf("%s %v: planes end at %d, size %d", f, m, end, p.Size)
 			}
-			if f == codecs.NVFP4 && p.matRows != m.Rows/m.Matrices() {
-				t.Errorf("%s %v: %d rows a matrix", f, m, p.matRows)
+			if f == codecs.NVFP4 && p.MatRows != m.Rows/m.Matrices() {
+				t.Errorf("%s %v: %d rows a matrix", f, m, p.MatRows)
 			}
 		}
 	}
@@ -146,7 +146,7 @@ func TestRelayout(t *testing.T) {
 					name := fmt.Sprintf("%s/%s %s %d×%d/%d %s", c.tag, x.f, x.dt, m.Rows, m.K, m.Matrices(), what)
 					p, _ := planarLayout(x.f, x.dt, m)
 					b := uploadTensor(t, ops, x.f, x.dt, m, enc)
-					got := download[byte](t, b, int(p.size))
+					got := download[byte](t, b, int(p.Size))
 					want := hostPlanar(t, x.f, x.dt, m, enc)
 					for _, r := range planeRanges(x.f, p, m) {
 						for i := r[0]; i < r[1]; i++ {

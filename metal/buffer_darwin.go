@@ -108,14 +108,14 @@ func (e *DeviceEngine) Wrap(b []byte) (Mem, error) {
 	return m, nil
 }
 
-// ownMem returns a as this engine's live buffer, or an ErrArgument error.
+// ownMem returns a as this engine's live buffer, or an ErrForeign error.
 func (e *DeviceEngine) ownMem(i int, a Mem) (*deviceMem, error) {
 	m, ok := a.(*deviceMem)
 	switch {
 	case !ok || m.e != e:
-		return nil, fmt.Errorf("%w: argument %d is a buffer of another engine", ErrArgument, i)
+		return nil, fmt.Errorf("%w: argument %d is a buffer of another engine", ErrForeign, i)
 	case m.buf == 0:
-		return nil, fmt.Errorf("%w: argument %d is a freed buffer", ErrArgument, i)
+		return nil, fmt.Errorf("%w: argument %d is a freed buffer", ErrForeign, i)
 	}
 	return m, nil
 }

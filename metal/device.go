@@ -1,11 +1,5 @@
 package metal
 
-import (
-	"fmt"
-
-	"github.com/dgq-dev/dgq/runtime/kernels"
-)
-
 // The device engine's platform-independent part: its options and what it
 // reports of the device. OpenDevice and DeviceEngine are in device_darwin.go
 // (Metal through purego) and device_other.go (everywhere else: ErrUnavailable).
@@ -15,8 +9,8 @@ type Options struct {
 	// Source returns the Metal text of a translation unit, the unit of
 	// Engine.Pipeline (a kernel file such as "rmsnorm.kern": its Metal
 	// prelude, the common include and the file, kernels.FileUnit). Nil means
-	// the package's default, which the Metal prelude of runtime/kernels
-	// provides (defaultSource).
+	// the package's default: UnitSource, the units of runtime/kernels and
+	// metal/kernels.
 	Source func(unit string) (string, error)
 }
 
@@ -51,12 +45,6 @@ type DeviceCaps struct {
 var _ Engine = (*DeviceEngine)(nil)
 
 // defaultSource is the Source of an engine opened with a nil
-// Options.Source: the Metal translation unit of a kernel file of
-// runtime/kernels (its Metal prelude, the common include, the file).
-func defaultSource(unit string) (string, error) {
-	src, err := kernels.DialectUnit(kernels.Metal, unit)
-	if err != nil {
-		return "", fmt.Errorf("%w for unit %q: %w", ErrNoSource, unit, err)
-	}
-	return src, nil
-}
+// Options.Source: UnitSource, the Metal translation unit of a kernel file of
+// runtime/kernels or metal/kernels.
+func defaultSource(unit string) (string, error) { return UnitSource(unit) }

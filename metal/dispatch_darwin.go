@@ -15,9 +15,10 @@ const maxDispatchesPerBuffer = 4096
 // threads threads each, with args bound at buffer indices 0, 1, …: a Mem at
 // offset Off (setBuffer:offset:atIndex:) or a scalar's bytes
 // (setBytes:length:atIndex:, copied at once, at most 4 KiB). It checks the
-// launch first (ErrArgument): p and every Mem of this engine and live,
-// every threadgroup dimension within the device's bound and the total
-// within p.MaxThreads(), offsets within their buffers, at most 31 args. A
+// launch first: p and every Mem of this engine and live (ErrForeign), every
+// threadgroup dimension within the device's bound and the total within
+// p.MaxThreads() (ErrGeometry), offsets within their buffers, at most 31
+// args (ErrArgument; the other two are ErrArgument too). A
 // grid with a zero dimension runs nothing. The launch runs at the next Sync
 // (or earlier, when the batch is long), where its errors surface.
 func (e *DeviceEngine) Dispatch(p Pipeline, groups, threads [3]int, args ...Arg) error {
@@ -26,7 +27,7 @@ func (e *DeviceEngine) Dispatch(p Pipeline, groups, threads [3]int, args ...Arg)
 	}
 	dp, ok := p.(*devicePipeline)
 	if !ok || dp.e != e || dp.state == 0 {
-		return fmt.Errorf("%w: a pipeline of another engine", ErrArgument)
+		return fmt.Errorf("%w: a pipeline of another engine", ErrForeign)
 	}
 	empty, err := checkGrid(groups, threads, dp.maxThreads, e.caps.MaxThreadsPerThreadgroup)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -34,11 +35,13 @@ const hostMaxThreads = 1024
 // engines, so every engine builds what it uses once (each library's
 // threadgroup arrays are its own).
 //
-// Dispatch checks and queues; Sync runs the queue in order, each launch on
-// 1 to 1024 OS threads (one per thread of a group; the groups one after
-// another) and stops at the first error. Memory is Go memory (Alloc:
-// 64-byte aligned; Wrap: the caller's bytes, read-only to kernels), pinned
-// while the kernels run.
+// Dispatch checks and queues; Sync runs the queue in order and stops at the
+// first error. A launch runs its groups one after another, the 1 to 1024
+// threads of a group as fibers on one OS thread (ThreadsFibers, the
+// default: hostrt/fibers.c) or as OS threads (ThreadsOS and every sanitizer
+// build: hostrt/threads.c). Memory is Go memory (Alloc: 64-byte aligned;
+// Wrap: the caller's bytes, read-only to kernels), pinned while the kernels
+// run.
 type HostEngine struct {
 	opts   HostOptions
 	clang  msl.Clang
@@ -107,6 +110,9 @@ type hostLaunch struct {
 // ErrHostUnavailable and msl.ErrNoClang; without the asked sanitizer's
 // runtime, ErrHostUnavailable.
 func NewHostEngine(opts HostOptions) (*HostEngine, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	cl, err := msl.FindClang()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHostUnavailable, err)
@@ -115,7 +121,7 @@ func NewHostEngine(opts HostOptions) (*HostEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metal: host engine: %w", err)
 	}
-	b, err := newHostBuilder(context.Background(), cl, dir, opts.Sanitizer)
+	b, err := newHostBuilder(context.Background(), cl, dir, opts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -123,21 +129,32 @@ func NewHostEngine(opts HostOptions) (*HostEngine, error) {
 	return &HostEngine{opts: opts, clang: cl, dir: dir, b: b, units: map[string]*hostUnit{}}, nil
 }
 
-// Name says "host (clang 19.1.7)", with the sanitizer if any.
+// Name says "host (clang 19.1.7)", followed by what differs from the
+// default options: the sanitizer, OS threads, the SIMD order, flushed
+// subnormals ("host (clang 19.1.7, SIMD reversed, subnormals flushed)").
 func (e *HostEngine) Name() string {
+	parts := []string{"clang " + e.clang.Version}
 	if e.opts.Sanitizer != SanitizeNone {
-		return fmt.Sprintf("host (clang %s, %s sanitizer)", e.clang.Version, e.opts.Sanitizer)
+		parts = append(parts, e.opts.Sanitizer.String()+" sanitizer")
+	} else if e.opts.Threads != ThreadsFibers {
+		parts = append(parts, e.opts.Threads.String())
 	}
-	return fmt.Sprintf("host (clang %s)", e.clang.Version)
+	if e.opts.SIMDOrder != SIMDButterfly {
+		parts = append(parts, "SIMD "+e.opts.SIMDOrder.String())
+	}
+	if e.opts.FlushSubnormals {
+		parts = append(parts, "subnormals flushed")
+	}
+	return "host (" + strings.Join(parts, ", ") + ")"
 }
 
 // Alloc returns n zeroed bytes, 64-byte aligned.
 func (e *HostEngine) Alloc(n int) (Mem, error) {
 	if e.closed {
-		return nil, ErrEngineClosed
+		return nil, ErrClosed
 	}
 	if n < 0 {
-		return nil, fmt.Errorf("%w: %d", ErrBadSize, n)
+		return nil, fmt.Errorf("%w: Alloc of %d bytes", ErrArgument, n)
 	}
 	const align = 64
 	words := make([]uint64, (n+2*align)/8)
@@ -150,7 +167,7 @@ func (e *HostEngine) Alloc(n int) (Mem, error) {
 // it (ErrReadOnly).
 func (e *HostEngine) Wrap(b []byte) (Mem, error) {
 	if e.closed {
-		return nil, ErrEngineClosed
+		return nil, ErrClosed
 	}
 	return &hostMem{e: e, b: b, ro: true}, nil
 }
@@ -162,9 +179,9 @@ func (e *HostEngine) unit(name string) (*hostUnit, error) {
 	}
 	src, ok := e.opts.Units[name]
 	if !ok {
-		s, err := kernels.Source(name)
+		s, err := unitBody(name)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownUnit, name)
+			return nil, err
 		}
 		src = s
 	}
@@ -184,7 +201,7 @@ func (e *HostEngine) unit(name string) (*hostUnit, error) {
 	if e.opts.Sanitizer == SanitizeNone {
 		u.lib, err = purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
-			return nil, fmt.Errorf("%w: loading %s: %w", ErrHostBuild, name, err)
+			return nil, fmt.Errorf("%w: loading %s: %w", ErrCompile, name, err)
 		}
 	}
 	e.units[name] = u
@@ -194,7 +211,7 @@ func (e *HostEngine) unit(name string) (*hostUnit, error) {
 // Pipeline returns kernel of unit, building the unit at first use.
 func (e *HostEngine) Pipeline(unit, kernel string) (Pipeline, error) {
 	if e.closed {
-		return nil, ErrEngineClosed
+		return nil, ErrClosed
 	}
 	u, err := e.unit(unit)
 	if err != nil {
@@ -202,13 +219,13 @@ func (e *HostEngine) Pipeline(unit, kernel string) (Pipeline, error) {
 	}
 	sig, ok := u.sigs[kernel]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s in %s", ErrUnknownKernel, kernel, unit)
+		return nil, fmt.Errorf("%w: %s in %s", ErrNoKernel, kernel, unit)
 	}
 	p := &hostPipeline{e: e, unit: u, sig: sig}
 	if u.lib != 0 {
 		p.fn, err = purego.Dlsym(u.lib, "dgq_launch_"+kernel)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrHostBuild, kernel, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrCompile, kernel, err)
 		}
 	}
 	return p, nil
@@ -217,7 +234,7 @@ func (e *HostEngine) Pipeline(unit, kernel string) (Pipeline, error) {
 // Dispatch checks a launch (checkDispatch) and queues it.
 func (e *HostEngine) Dispatch(p Pipeline, groups, threads [3]int, args ...Arg) error {
 	if e.closed {
-		return ErrEngineClosed
+		return ErrClosed
 	}
 	hp, ok := p.(*hostPipeline)
 	if !ok || hp.e != e {
@@ -247,7 +264,7 @@ func (e *HostEngine) Dispatch(p Pipeline, groups, threads [3]int, args ...Arg) e
 // (the launches after it are dropped).
 func (e *HostEngine) Sync() error {
 	if e.closed {
-		return ErrEngineClosed
+		return ErrClosed
 	}
 	q := e.queue
 	e.queue = nil
@@ -324,13 +341,13 @@ func launchError(rc int32) error {
 	case 0:
 		return nil
 	case 1:
-		return fmt.Errorf("%w: the runtime refused the geometry", ErrBadGeometry)
+		return fmt.Errorf("%w: the runtime refused the geometry", ErrGeometry)
 	case 2:
-		return fmt.Errorf("%w: cannot create the group's threads", ErrHostLaunch)
+		return fmt.Errorf("%w: cannot create the group's threads", ErrCommand)
 	case 3:
 		return ErrDivergentBarrier
 	case 4:
-		return fmt.Errorf("%w: out of memory", ErrHostLaunch)
+		return fmt.Errorf("%w: out of memory", ErrCommand)
 	}
-	return fmt.Errorf("%w: runtime result %d", ErrHostLaunch, rc)
+	return fmt.Errorf("%w: runtime result %d", ErrCommand, rc)
 }

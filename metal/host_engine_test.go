@@ -63,6 +63,13 @@ KERNEL(divergent_simd, BUF(float, out, 0)) {
 	if (LANE_ID < 8u) v = SIMD_SUM(v);
 	out[LOCAL_ID_X] = v;
 }
+
+KERNEL(divergent_kinds, BUF(float, out, 0)) {
+	float v = 1.0f;
+	if (LOCAL_ID_X < 32u) v = SIMD_SUM(v);
+	else BARRIER();
+	out[LOCAL_ID_X] = v;
+}
 `
 	testUnits["broken.kern"] = "KERNEL(broken, BUF(float, out, 0)) { out[0] = undeclared_thing; }\n"
 	testUnits["badsig.kern"] = "KERNEL(badsig, BUF(float, out, 1)) { out[0] = 0.0f; }\n"
@@ -71,7 +78,12 @@ KERNEL(divergent_simd, BUF(float, out, 0)) {
 // TestHostGeometry: every thread of a 3-D launch sees its own position,
 // lane and SIMD group (lane = linear index mod 32, as on Apple GPUs).
 func TestHostGeometry(t *testing.T) {
-	e := host(t)
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) { checkGeometry(t, rt.engine(t)) })
+	}
+}
+
+func checkGeometry(t *testing.T, e *HostEngine) {
 	groups, threads := grid(2, 3, 2), grid(8, 4, 2)
 	nt, ng := 8*4*2, 2*3*2
 	out := zeros[uint32](t, e, ng*nt*8)
@@ -100,7 +112,12 @@ func TestHostGeometry(t *testing.T) {
 // TestHostSIMD: SIMD sums, maxima and shuffles over 32-lane SIMD groups,
 // and over the 8 lanes of a last, partial one.
 func TestHostSIMD(t *testing.T) {
-	e := host(t)
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) { checkSIMD(t, rt.engine(t)) })
+	}
+}
+
+func checkSIMD(t *testing.T, e *HostEngine) {
 	const n = 40
 	x := make([]float32, n)
 	for i := range x {
@@ -126,7 +143,12 @@ func TestHostSIMD(t *testing.T) {
 // TestHostSharedMemory: a SHARED array is one per group, seen by all of the
 // group's threads after a barrier, and free again for the next group.
 func TestHostSharedMemory(t *testing.T) {
-	e := host(t)
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) { checkSharedMemory(t, rt.engine(t)) })
+	}
+}
+
+func checkSharedMemory(t *testing.T, e *HostEngine) {
 	const groups, n = 5, 96
 	out := zeros[uint32](t, e, groups*n)
 	run(t, e, "shared.kern", "shared_rotate", grid(groups, 1, 1), grid(n, 1, 1), buf(out))
@@ -141,8 +163,13 @@ func TestHostSharedMemory(t *testing.T) {
 // TestHostDivergentBarrier: threads of a group that meet different barriers
 // (or SIMD exchanges) end the launch with ErrDivergentBarrier, not a hang.
 func TestHostDivergentBarrier(t *testing.T) {
-	e := host(t)
-	for _, kernel := range []string{"divergent_barrier", "divergent_simd"} {
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) { checkDivergentBarrier(t, rt.engine(t)) })
+	}
+}
+
+func checkDivergentBarrier(t *testing.T, e *HostEngine) {
+	for _, kernel := range []string{"divergent_barrier", "divergent_simd", "divergent_kinds"} {
 		t.Run(kernel, func(t *testing.T) {
 			p, err := e.Pipeline("divergent.kern", kernel)
 			if err != nil {
@@ -232,19 +259,19 @@ func TestHostErrors(t *testing.T) {
 		want            error
 	}{
 		{"ok", grid(1, 1, 1), grid(64, 1, 1), ok, nil},
-		{"too few arguments", grid(1, 1, 1), grid(64, 1, 1), ok[:3], ErrBadArgs},
-		{"short scalar", grid(1, 1, 1), grid(64, 1, 1), with(2, Arg{Scalar: []byte{1, 2}}), ErrBadArgs},
-		{"buffer for a scalar", grid(1, 1, 1), grid(64, 1, 1), with(3, buf(x)), ErrBadArgs},
-		{"scalar for a buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, u32(0)), ErrBadArgs},
-		{"misaligned offset", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 2}), ErrBadArgs},
-		{"offset past the end", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 260}), ErrBadArgs},
+		{"too few arguments", grid(1, 1, 1), grid(64, 1, 1), ok[:3], ErrArgument},
+		{"short scalar", grid(1, 1, 1), grid(64, 1, 1), with(2, Arg{Scalar: []byte{1, 2}}), ErrArgument},
+		{"buffer for a scalar", grid(1, 1, 1), grid(64, 1, 1), with(3, buf(x)), ErrArgument},
+		{"scalar for a buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, u32(0)), ErrArgument},
+		{"misaligned offset", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 2}), ErrArgument},
+		{"offset past the end", grid(1, 1, 1), grid(64, 1, 1), with(0, Arg{Mem: x, Off: 260}), ErrArgument},
 		{"read-only output", grid(1, 1, 1), grid(64, 1, 1), with(1, buf(ro)), ErrReadOnly},
 		{"read-only input", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(ro)), nil},
 		{"another engine's buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(foreign)), ErrForeign},
 		{"freed buffer", grid(1, 1, 1), grid(64, 1, 1), with(0, buf(freed)), ErrForeign},
-		{"no threads", grid(1, 1, 1), grid(0, 1, 1), ok, ErrBadGeometry},
-		{"too many threads", grid(1, 1, 1), grid(64, 32, 1), ok, ErrBadGeometry},
-		{"negative groups", grid(-1, 1, 1), grid(64, 1, 1), ok, ErrBadGeometry},
+		{"no threads", grid(1, 1, 1), grid(0, 1, 1), ok, ErrGeometry},
+		{"too many threads", grid(1, 1, 1), grid(64, 32, 1), ok, ErrGeometry},
+		{"negative groups", grid(-1, 1, 1), grid(64, 1, 1), ok, ErrGeometry},
 		{"no groups", grid(0, 1, 1), grid(64, 1, 1), ok, nil},
 	}
 	for _, tc := range dispatch {
@@ -262,11 +289,11 @@ func TestHostErrors(t *testing.T) {
 		unit, kernel string
 		want         error
 	}{
-		{"nope.kern", "x", ErrUnknownUnit},
-		{"rmsnorm.kern", "nope", ErrUnknownKernel},
-		{"broken.kern", "broken", ErrHostBuild},
+		{"nope.kern", "x", ErrNoSource},
+		{"rmsnorm.kern", "nope", ErrNoKernel},
+		{"broken.kern", "broken", ErrCompile},
 		{"badsig.kern", "badsig", kernels.ErrSignature},
-		{"../rmsnorm.kern", "rmsnorm_f32", ErrUnknownUnit},
+		{"../rmsnorm.kern", "rmsnorm_f32", ErrNoSource},
 	}
 	for _, tc := range pipelines {
 		if _, err := e.Pipeline(tc.unit, tc.kernel); !errors.Is(err, tc.want) {
@@ -283,12 +310,12 @@ func TestHostErrors(t *testing.T) {
 	if err := e.Dispatch(op, grid(1, 1, 1), grid(64, 1, 1), ok...); !errors.Is(err, ErrForeign) {
 		t.Errorf("Dispatch of another engine's pipeline = %v, want ErrForeign", err)
 	}
-	if _, err := e.Alloc(-1); !errors.Is(err, ErrBadSize) {
-		t.Errorf("Alloc(-1) = %v, want ErrBadSize", err)
+	if _, err := e.Alloc(-1); !errors.Is(err, ErrArgument) {
+		t.Errorf("Alloc(-1) = %v, want ErrArgument", err)
 	}
 }
 
-// TestHostClose: after Close every call says ErrEngineClosed.
+// TestHostClose: after Close every call says ErrClosed.
 func TestHostClose(t *testing.T) {
 	e := newHost(t, HostOptions{})
 	p, err := e.Pipeline("elementwise.kern", "scale_f32")
@@ -298,19 +325,19 @@ func TestHostClose(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Alloc(4); !errors.Is(err, ErrEngineClosed) {
+	if _, err := e.Alloc(4); !errors.Is(err, ErrClosed) {
 		t.Errorf("Alloc = %v", err)
 	}
-	if _, err := e.Wrap(nil); !errors.Is(err, ErrEngineClosed) {
+	if _, err := e.Wrap(nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Wrap = %v", err)
 	}
-	if _, err := e.Pipeline("elementwise.kern", "scale_f32"); !errors.Is(err, ErrEngineClosed) {
+	if _, err := e.Pipeline("elementwise.kern", "scale_f32"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Pipeline = %v", err)
 	}
-	if err := e.Dispatch(p, grid(1, 1, 1), grid(1, 1, 1)); !errors.Is(err, ErrEngineClosed) {
+	if err := e.Dispatch(p, grid(1, 1, 1), grid(1, 1, 1)); !errors.Is(err, ErrClosed) {
 		t.Errorf("Dispatch = %v", err)
 	}
-	if err := e.Sync(); !errors.Is(err, ErrEngineClosed) {
+	if err := e.Sync(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Sync = %v", err)
 	}
 	if !strings.HasPrefix(e.Name(), "host (clang 19.") {
@@ -332,11 +359,105 @@ func TestHostRuntimeConstants(t *testing.T) {
 			t.Errorf("runtime.h %s = %d (%v), Go has %d", name, got, ok, v)
 		}
 	}
-	codes := map[string]error{"DGQ_ERR_GEOMETRY": ErrBadGeometry, "DGQ_ERR_THREADS": ErrHostLaunch,
-		"DGQ_ERR_DIVERGENT": ErrDivergentBarrier, "DGQ_ERR_MEMORY": ErrHostLaunch}
+	codes := map[string]error{"DGQ_ERR_GEOMETRY": ErrGeometry, "DGQ_ERR_THREADS": ErrCommand,
+		"DGQ_ERR_DIVERGENT": ErrDivergentBarrier, "DGQ_ERR_MEMORY": ErrCommand}
 	for name, sentinel := range codes {
 		if err := launchError(int32(defs[name])); defs[name] == 0 || !errors.Is(err, sentinel) {
 			t.Errorf("%s (%d) maps to %v, want %v", name, defs[name], err, sentinel)
 		}
+	}
+}
+
+// TestHostSIMDOrder: simd_sum combines the lanes in butterfly order by
+// default and from the last lane down to lane 0 with SIMDReversed, on values
+// chosen so that the two orders give different f32 sums.
+func TestHostSIMDOrder(t *testing.T) {
+	x := make([]float32, 32)
+	for i := range x {
+		x[i] = float32(math.Ldexp(1+float64(i)/7, (i%5)*6-12))
+	}
+	x[3], x[20] = 1e8, -1e8
+	butterfly := append([]float32(nil), x...)
+	for o := 16; o > 0; o >>= 1 {
+		next := make([]float32, 32)
+		for i := range next {
+			next[i] = butterfly[i] + butterfly[i^o]
+		}
+		butterfly = next
+	}
+	reversed := x[31]
+	for i := 30; i >= 0; i-- {
+		reversed += x[i]
+	}
+	if butterfly[0] == reversed {
+		t.Fatalf("the two orders agree (%g): the test cannot tell them apart", reversed)
+	}
+	for _, c := range []struct {
+		engine *HostEngine
+		want   float32
+	}{
+		{host(t), butterfly[0]},
+		{newHost(t, HostOptions{Units: testUnits, SIMDOrder: SIMDReversed}), reversed},
+	} {
+		out := zeros[float32](t, c.engine, 3*32)
+		run(t, c.engine, "simd.kern", "simd_ops", grid(1, 1, 1), grid(32, 1, 1), buf(memOf(t, c.engine, x)), buf(out))
+		for lane, v := range valuesOf[float32](out) {
+			if lane%3 == 0 && v != c.want {
+				t.Fatalf("%s: lane %d: simd_sum %g, want %g", c.engine.Name(), lane/3, v, c.want)
+			}
+		}
+	}
+}
+
+// TestHostFlushSubnormals: with FlushSubnormals the kernels' arithmetic
+// flushes subnormal inputs and results to zero of their sign (x/1 of a
+// subnormal is ±0, the smallest normal times 0.5 is 0); without it, IEEE
+// gradual underflow keeps them. Values that need no arithmetic on a
+// subnormal (moved by copy_u32) are kept either way.
+func TestHostFlushSubnormals(t *testing.T) {
+	sub, neg, minNormal := math.Float32frombits(1), math.Float32frombits(0x807fffff), math.Float32frombits(0x00800000)
+	x := []float32{sub, neg, minNormal, 1}
+	for _, c := range []struct {
+		opts HostOptions
+		div  []float32 // x / 1
+		half float32   // minNormal · 0.5
+	}{
+		{HostOptions{}, []float32{sub, neg, minNormal, 1}, math.Float32frombits(0x00400000)},
+		{HostOptions{FlushSubnormals: true}, []float32{0, float32(math.Copysign(0, -1)), minNormal, 1}, 0},
+	} {
+		e := newHost(t, c.opts)
+		m := memOf(t, e, x)
+		run(t, e, "elementwise.kern", "temper_f32", grid(1, 1, 1), grid(32, 1, 1), buf(m), u64(uint64(len(x))), f32(1))
+		got := valuesOf[float32](m)
+		for i, v := range got {
+			if math.Float32bits(v) != math.Float32bits(c.div[i]) {
+				t.Errorf("%s: %g / 1 = %g (%#x), want %g", e.Name(), x[i], v, math.Float32bits(v), c.div[i])
+			}
+		}
+		h := memOf(t, e, []float32{minNormal})
+		run(t, e, "elementwise.kern", "scale_f32", grid(1, 1, 1), grid(32, 1, 1), buf(h), u64(1), f32(0.5))
+		if v := valuesOf[float32](h)[0]; math.Float32bits(v) != math.Float32bits(c.half) {
+			t.Errorf("%s: %g · 0.5 = %g, want %g", e.Name(), minNormal, v, c.half)
+		}
+		src := memOf(t, e, []float32{sub, neg})
+		dst := zeros[float32](t, e, 2)
+		run(t, e, "copy.metal", "copy_u32", grid(1, 1, 1), grid(32, 1, 1), buf(dst), buf(src), u64(2))
+		if v := valuesOf[float32](dst); math.Float32bits(v[0]) != 1 || math.Float32bits(v[1]) != 0x807fffff {
+			t.Errorf("%s: copy_u32 of subnormals: %#x %#x", e.Name(), math.Float32bits(v[0]), math.Float32bits(v[1]))
+		}
+	}
+}
+
+// TestHostOptions: options outside their constants are refused; the name
+// says what differs from the defaults.
+func TestHostOptions(t *testing.T) {
+	for _, o := range []HostOptions{{Sanitizer: 9}, {Threads: 9}, {SIMDOrder: 9}} {
+		if _, err := NewHostEngine(o); !errors.Is(err, ErrArgument) {
+			t.Errorf("NewHostEngine(%+v) = %v, want ErrArgument", o, err)
+		}
+	}
+	e := newHost(t, HostOptions{Threads: ThreadsOS, SIMDOrder: SIMDReversed, FlushSubnormals: true})
+	if n := e.Name(); !strings.HasSuffix(n, ", os-threads, SIMD reversed, subnormals flushed)") {
+		t.Errorf("Name = %q", n)
 	}
 }

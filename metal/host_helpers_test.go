@@ -50,6 +50,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// hostRuntimes are the ways the host runtime runs a group's threads: fibers
+// switched by its own assembly (the shared engine, on x86-64), fibers
+// switched by swapcontext (what other architectures use), and OS threads.
+var hostRuntimes = []struct {
+	name   string
+	engine func(*testing.T) *HostEngine
+}{
+	{"fibers", host},
+	{"fibers-ucontext", func(t *testing.T) *HostEngine { return newHost(t, HostOptions{Units: testUnits, ucontext: true}) }},
+	{"os-threads", func(t *testing.T) *HostEngine { return newHost(t, HostOptions{Units: testUnits, Threads: ThreadsOS}) }},
+}
+
 // newHost returns an engine of the test's own, closed at its end.
 func newHost(t *testing.T, opts HostOptions) *HostEngine {
 	t.Helper()

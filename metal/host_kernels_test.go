@@ -32,11 +32,16 @@ var kernelTests = []struct {
 	{"ElementwiseExact", testElementwiseExact},
 }
 
-// TestHostKernels runs kernelTests on the host engine.
+// TestHostKernels runs kernelTests on the host engine, with each way of
+// running a group's threads (hostRuntimes).
 func TestHostKernels(t *testing.T) {
-	e := host(t)
-	for _, kt := range kernelTests {
-		t.Run(kt.name, func(t *testing.T) { kt.run(t, e) })
+	for _, rt := range hostRuntimes {
+		t.Run(rt.name, func(t *testing.T) {
+			e := rt.engine(t)
+			for _, kt := range kernelTests {
+				t.Run(kt.name, func(t *testing.T) { kt.run(t, e) })
+			}
+		})
 	}
 }
 

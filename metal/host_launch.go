@@ -14,10 +14,14 @@ import (
 // Host runtime sources (hostrt/: C files live outside the Go package, which
 // has no cgo).
 var (
-	//go:embed hostrt/runtime.c
-	hostRuntimeC string
+	//go:embed hostrt/fibers.c
+	hostFibersC string
+	//go:embed hostrt/threads.c
+	hostThreadsC string
 	//go:embed hostrt/runtime.h
 	hostRuntimeH string
+	//go:embed hostrt/fpmode.h
+	hostFPModeH string
 	//go:embed hostrt/driver.c
 	hostDriverC string
 )

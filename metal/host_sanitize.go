@@ -68,7 +68,7 @@ func (e *HostEngine) runSanitized(ctx context.Context, l hostLaunch) error {
 	reqPath := filepath.Join(e.dir, "request.bin")
 	respPath := filepath.Join(e.dir, "response.bin")
 	if err := os.WriteFile(reqPath, req.Bytes(), 0o600); err != nil {
-		return fmt.Errorf("%w: %w", ErrHostLaunch, err)
+		return fmt.Errorf("%w: %w", ErrCommand, err)
 	}
 	cmd := exec.CommandContext(ctx, l.p.unit.path, reqPath, respPath)
 	var stderr bytes.Buffer
@@ -80,20 +80,20 @@ func (e *HostEngine) runSanitized(ctx context.Context, l hostLaunch) error {
 	if runErr != nil {
 		var exit *exec.ExitError
 		if errors.As(runErr, &exit) {
-			return fmt.Errorf("%w: driver exited with %d: %s", ErrHostLaunch, exit.ExitCode(), headLines(stderr.String(), 6))
+			return fmt.Errorf("%w: driver exited with %d: %s", ErrCommand, exit.ExitCode(), headLines(stderr.String(), 6))
 		}
-		return fmt.Errorf("%w: %w", ErrHostLaunch, runErr)
+		return fmt.Errorf("%w: %w", ErrCommand, runErr)
 	}
 	resp, err := os.ReadFile(respPath)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrHostLaunch, err)
+		return fmt.Errorf("%w: %w", ErrCommand, err)
 	}
 	want := 8
 	for _, b := range bufs {
 		want += len(b)
 	}
 	if len(resp) != want || string(resp[:4]) != "DGQA" {
-		return fmt.Errorf("%w: response of %d bytes, want %d", ErrHostLaunch, len(resp), want)
+		return fmt.Errorf("%w: response of %d bytes, want %d", ErrCommand, len(resp), want)
 	}
 	rc := int32(le.Uint32(resp[4:8]))
 	at := 8
@@ -120,4 +120,18 @@ func sanitizerReport(s string) string {
 		return ""
 	}
 	return headLines(s[at:], 12)
+}
+
+// headLines returns the first n nonempty lines of s, joined by "\n\t".
+func headLines(s string, n int) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+		if len(out) == n {
+			break
+		}
+	}
+	return strings.Join(out, "\n\t")
 }

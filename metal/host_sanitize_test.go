@@ -4,6 +4,7 @@ package metal
 
 import (
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -42,7 +43,9 @@ KERNEL(past_end, BUF(float, out, 0), SCALAR(u32, n, 1)) {
 func sanitizedHost(t *testing.T, s Sanitizer) *HostEngine {
 	t.Helper()
 	msltest.Require(t)
-	e, err := NewHostEngine(HostOptions{Sanitizer: s, Units: sanitizerUnits})
+	units := maps.Clone(testUnits) // the engine tests' kernels too (kernelTests run there)
+	maps.Copy(units, sanitizerUnits)
+	e, err := NewHostEngine(HostOptions{Sanitizer: s, Units: units})
 	if errors.Is(err, ErrHostUnavailable) {
 		t.Skip(err)
 	}

@@ -60,24 +60,24 @@ func checkAlloc(n int, maxLen uint64) (int, error) {
 
 // checkGrid checks a dispatch of groups threadgroups of threads threads
 // each against a pipeline's maxTotal threads per threadgroup and the
-// device's per-dimension maximum perDim. It reports empty (a grid with no
+// device's per-dimension maximum perDim (ErrGeometry). It reports empty (a grid with no
 // threadgroup: nothing to run) for a zero in groups.
 func checkGrid(groups, threads [3]int, maxTotal int, perDim [3]int) (empty bool, err error) {
 	total := 1
 	for i := range 3 {
 		if threads[i] < 1 || threads[i] > perDim[i] {
-			return false, fmt.Errorf("%w: threadgroup %v: dimension %d must be 1…%d", ErrArgument, threads, i, perDim[i])
+			return false, fmt.Errorf("%w: threadgroup %v: dimension %d must be 1…%d", ErrGeometry, threads, i, perDim[i])
 		}
 		total *= threads[i]
 		if groups[i] < 0 || groups[i] > 1<<31 {
-			return false, fmt.Errorf("%w: grid %v of threadgroups", ErrArgument, groups)
+			return false, fmt.Errorf("%w: grid %v of threadgroups", ErrGeometry, groups)
 		}
 		if groups[i] == 0 {
 			empty = true
 		}
 	}
 	if total > maxTotal {
-		return false, fmt.Errorf("%w: threadgroup %v has %d threads > the pipeline's maxTotalThreadsPerThreadgroup %d", ErrArgument, threads, total, maxTotal)
+		return false, fmt.Errorf("%w: threadgroup %v has %d threads > the pipeline's maxTotalThreadsPerThreadgroup %d", ErrGeometry, threads, total, maxTotal)
 	}
 	return empty, nil
 }

@@ -81,8 +81,8 @@ func TestCheckGrid(t *testing.T) {
 		if (err == nil) != c.ok || (c.ok && empty != c.empty) {
 			t.Errorf("checkGrid(%v, %v) = %v, %v", c.groups, c.threads, empty, err)
 		}
-		if err != nil && !errors.Is(err, ErrArgument) {
-			t.Errorf("checkGrid(%v, %v): %v is not ErrArgument", c.groups, c.threads, err)
+		if err != nil && !errors.Is(err, ErrGeometry) {
+			t.Errorf("checkGrid(%v, %v): %v is not ErrGeometry", c.groups, c.threads, err)
 		}
 	}
 }
@@ -117,23 +117,45 @@ func TestOneLine(t *testing.T) {
 	}
 }
 
-// The package's errors are one line and carry the class their exit code
-// follows from (cmd/dgq: no_backend → 6).
+// The package's sentinels: one line each, the class their exit code follows
+// from (cmd/dgq: no_backend → 6), and the general sentinel a specific one
+// is a case of.
 func TestErrorClasses(t *testing.T) {
 	for _, c := range []struct {
-		err   error
-		class errclass.Class
+		err    error
+		class  errclass.Class
+		caseOf error // nil: none
 	}{
-		{ErrUnavailable, errclass.NoBackend},
-		{ErrNotImplemented, errclass.NoBackend},
-		{ErrBufferLimit, errclass.NoBackend},
-		{ErrUnaligned, errclass.Unclassified},
-		{ErrCompile, errclass.Unclassified},
-		{ErrArgument, errclass.Unclassified},
-		{ErrCommand, errclass.Unclassified},
+		{ErrUnavailable, errclass.NoBackend, nil},
+		{ErrHostUnavailable, errclass.Unclassified, nil},
+		{ErrBufferLimit, errclass.NoBackend, nil},
+		{ErrUnaligned, errclass.Unclassified, nil},
+		{ErrNoSource, errclass.Unclassified, nil},
+		{ErrCompile, errclass.Unclassified, nil},
+		{ErrNoKernel, errclass.Unclassified, nil},
+		{ErrArgument, errclass.Unclassified, nil},
+		{ErrGeometry, errclass.Unclassified, ErrArgument},
+		{ErrForeign, errclass.Unclassified, ErrArgument},
+		{ErrReadOnly, errclass.Unclassified, ErrArgument},
+		{ErrAlloc, errclass.Unclassified, nil},
+		{ErrCommand, errclass.Unclassified, nil},
+		{ErrDivergentBarrier, errclass.Unclassified, ErrCommand},
+		{ErrSanitizer, errclass.Unclassified, ErrCommand},
+		{ErrClosed, errclass.Unclassified, nil},
 	} {
 		if got := errclass.Of(c.err); got != c.class {
 			t.Errorf("%v: class %v, want %v", c.err, got, c.class)
+		}
+		if strings.Contains(c.err.Error(), "\n") || !strings.HasPrefix(c.err.Error(), "metal") {
+			t.Errorf("%q: not one line starting with metal", c.err)
+		}
+		if c.caseOf != nil && !errors.Is(c.err, c.caseOf) {
+			t.Errorf("%v is not a case of %v", c.err, c.caseOf)
+		}
+		for _, general := range []error{ErrArgument, ErrCommand} {
+			if general != c.err && general != c.caseOf && errors.Is(c.err, general) {
+				t.Errorf("%v matches %v", c.err, general)
+			}
 		}
 	}
 	ce := &CompileError{Unit: "rope.kern", Kernel: "rope_f32", Log: "line one\nline two"}

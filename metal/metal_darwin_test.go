@@ -348,22 +348,26 @@ func TestDispatchChecks(t *testing.T) {
 	e := open(t)
 	p := pipeline(t, e, "grid.metal", "add_one")
 	x := alloc(t, e, 64)
-	for name, err := range map[string]error{
-		"too many threads": e.Dispatch(p, [3]int{1, 1, 1}, [3]int{p.MaxThreads() + 1, 1, 1}, metal.Arg{Mem: x}),
-		"offset past end":  e.Dispatch(p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, metal.Arg{Mem: x, Off: 65}),
-		"empty argument":   e.Dispatch(p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, metal.Arg{}),
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"too many threads", e.Dispatch(p, [3]int{1, 1, 1}, [3]int{p.MaxThreads() + 1, 1, 1}, metal.Arg{Mem: x}), metal.ErrGeometry},
+		{"offset past end", e.Dispatch(p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, metal.Arg{Mem: x, Off: 65}), metal.ErrArgument},
+		{"empty argument", e.Dispatch(p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, metal.Arg{}), metal.ErrArgument},
 	} {
-		if !errors.Is(err, metal.ErrArgument) {
-			t.Errorf("%s: %v", name, err)
+		if !errors.Is(c.err, c.want) || !errors.Is(c.err, metal.ErrArgument) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
 		}
 	}
 	other := open(t)
 	y := alloc(t, other, 64)
-	if err := e.Dispatch(p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, metal.Arg{Mem: y}); !errors.Is(err, metal.ErrArgument) {
+	if err := e.Dispatch(p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, metal.Arg{Mem: y}); !errors.Is(err, metal.ErrForeign) {
 		t.Errorf("a buffer of another engine: %v", err)
 	}
 	x.Free()
-	if err := e.Dispatch(p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, metal.Arg{Mem: x}); !errors.Is(err, metal.ErrArgument) {
+	if err := e.Dispatch(p, [3]int{1, 1, 1}, [3]int{1, 1, 1}, metal.Arg{Mem: x}); !errors.Is(err, metal.ErrForeign) {
 		t.Errorf("a freed buffer: %v", err)
 	}
 	if err := e.Dispatch(p, [3]int{0, 1, 1}, [3]int{32, 1, 1}, metal.Arg{Mem: alloc(t, e, 128)}); err != nil {

@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/dgq-dev/dgq/runtime/backend"
@@ -11,22 +12,43 @@ import (
 // loads nothing; the frameworks are opened when the backend is.
 func init() { backend.Register("metal", openRegistered) }
 
-// openRegistered opens backend "metal". The backend.Backend over the engine
-// seam is not written yet, so it always fails, in one line, wrapping
-// backend.ErrUnavailable (exit code 6 in cmd/dgq):
+// openRegistered opens the system's default Metal device (OpenDevice) and a
+// backend on it (NewBackend) that owns the device. It fails in one line:
 //
-//   - off macOS on Apple silicon, or without a usable device, with
-//     ErrUnavailable ("metal unavailable: needs macOS on Apple silicon");
-//   - on a Mac whose device opens, with ErrNotImplemented, naming the device
-//     it opened (and closed again).
-func openRegistered(backend.Config) (backend.Backend, error) {
+//   - off macOS on Apple silicon, or without a usable device, wrapping
+//     backend.ErrUnavailable and ErrUnavailable ("backend unavailable: metal
+//     unavailable: needs macOS on Apple silicon"; exit code 6 in cmd/dgq);
+//   - for precision bf16, which no Metal kernel computes yet, wrapping
+//     backend.ErrUnknown ("metal precision bf16 is not implemented"), after
+//     the device opened (and closed again), so that a machine without Metal
+//     says so first.
+func openRegistered(c backend.Config) (backend.Backend, error) {
+	o, oerr := optionsFor(c)
 	e, err := OpenDevice(Options{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
-	name := e.Name()
-	if err := e.Close(); err != nil {
-		return nil, fmt.Errorf("%w: %w (closing the device %s: %w)", backend.ErrUnavailable, ErrNotImplemented, name, err)
+	if oerr == nil {
+		oerr = o.validate()
 	}
-	return nil, fmt.Errorf("%w: %w (the device, %s, opens; docs/metal.md)", backend.ErrUnavailable, ErrNotImplemented, name)
+	if oerr != nil {
+		return nil, errors.Join(oerr, e.Close())
+	}
+	b, err := NewBackend(e, o)
+	if err != nil {
+		return nil, errors.Join(err, e.Close())
+	}
+	return &ownedBackend{Backend: b, e: e}, nil
 }
+
+// ownedBackend closes its engine with itself.
+type ownedBackend struct {
+	backend.Backend
+	e Engine
+}
+
+func (o *ownedBackend) Close() error { return errors.Join(o.Backend.Close(), o.e.Close()) }
+
+// RecordRoutes forwards to the backend's (backend.RouteRecorder):
+// embedding the interface would hide it.
+func (o *ownedBackend) RecordRoutes(r *backend.Routes) { o.Backend.(*metalBackend).RecordRoutes(r) }

@@ -1,4 +1,4 @@
-// The Metal host engine's runtime interface (runtime.c), shared by the
+// The Metal host engine's runtime interface (fibers.c or threads.c), shared by the
 // runtime, the sanitizer driver (driver.c) and the generated launchers,
 // which repeat these declarations in C++ (metal/host_launch.go).
 

@@ -47,9 +47,12 @@ func visible(a backend.AttentionShape, t int) (lo, hi int) {
 	return lo, hi
 }
 
-func testAttention(t *testing.T, b, ref backend.Backend) {
+func testAttention(t *testing.T, b, ref backend.Backend, o Options) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	for _, c := range attnCases {
+		if o.skip(c.a.Heads >= 16 && c.a.HeadDim >= 256) { // the model's heads
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			a := c.a
 			hd := a.HeadDim

@@ -12,7 +12,7 @@ import (
 // oneMinus is the largest float64 below 1.
 var oneMinus = math.Nextafter(1, 0)
 
-func testCategorical(t *testing.T, b, ref backend.Backend) {
+func testCategorical(t *testing.T, b, ref backend.Backend, o Options) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	inf := float32(math.Inf(-1))
 	type rowGen func(row []float32)
@@ -60,6 +60,9 @@ func testCategorical(t *testing.T, b, ref backend.Backend) {
 		{"V=262144", 262144, []rowGen{flat(0.5), peaked}},
 	}
 	for _, c := range cases {
+		if o.skip(c.v > 1<<16) {
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			// Each generator with each special uniform and a random one;
 			// at V=262144 only one row of each.

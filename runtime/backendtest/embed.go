@@ -13,7 +13,7 @@ import (
 // embedScale is the model's embedding scale √2816 in f32.
 var embedScale = float32(math.Sqrt(2816))
 
-func testEmbed(t *testing.T, b, ref backend.Backend) {
+func testEmbed(t *testing.T, b, ref backend.Backend, o Options) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	type tableCase struct {
 		rows, h int
@@ -26,6 +26,9 @@ func testEmbed(t *testing.T, b, ref backend.Backend) {
 	}
 	tried := map[formatDType]bool{}
 	for _, c := range cases {
+		if o.skip(c.rows > 1<<16) {
+			continue
+		}
 		src := spreadVec(rng, c.rows*c.h, 1)
 		for _, fd := range c.fds {
 			if !fd.fits(c.rows, c.h) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgq-dev/dgq/metal"
 	"github.com/dgq-dev/dgq/metal/internal/msl"
 	"github.com/dgq-dev/dgq/metal/internal/msl/msltest"
 	"github.com/dgq-dev/dgq/runtime/kernels"
@@ -18,8 +19,9 @@ func checkCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestCheckEveryFile: every kernel file of the dialect is valid under the
-// Metal prelude.
+// TestCheckEveryFile: every kernel file of the dialect, and every
+// Metal-specific kernel file of package metal (metal/kernels/*.metal), is
+// valid under the Metal prelude.
 func TestCheckEveryFile(t *testing.T) {
 	msltest.Require(t)
 	ctx := checkCtx(t)
@@ -28,6 +30,75 @@ func TestCheckEveryFile(t *testing.T) {
 			t.Parallel()
 			if err := msl.CheckFile(ctx, f); err != nil {
 				t.Error(err)
+			}
+		})
+	}
+	if len(metal.MetalFiles()) == 0 {
+		t.Error("package metal has no Metal kernel files")
+	}
+	for _, f := range metal.MetalFiles() {
+		t.Run(f, func(t *testing.T) {
+			t.Parallel()
+			u, err := metal.UnitSource(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := msl.Check(ctx, u); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// gemmMutations are mistakes in the use of SIMD-group matrices, injected
+// into gemm.metal's unit: the check accepts only the form the host engine
+// models (a pointer at the matrix, a row stride; no origin, no transpose),
+// keeps the matrices opaque, and keeps address spaces and constness.
+var gemmMutations = []struct {
+	name string
+	reps []rep
+	want string
+	pos  string
+}{
+	{"transposed load", []rep{{"simdgroup_load(fa[i], as + (sm + 8u * i) * GM_BK + l, GM_BK);",
+		"simdgroup_load(fa[i], as + (sm + 8u * i) * GM_BK + l, GM_BK, ulong2(0), true);"}}, "no matching function for call to 'simdgroup_load'", "gemm.metal:"},
+	{"an element of a matrix", []rep{{"\t\tBARRIER();\n\t\tfor (u32 q = 0; q < 8u; q++) tot[q]", "\t\tBARRIER();\n\t\tpart[0] = acc[0][0].dgq_opaque[0];\n\t\tfor (u32 q = 0; q < 8u; q++) tot[q]"}},
+		"'dgq_opaque' is a private member", "gemm.metal:"},
+	{"store through a read-only pointer", []rep{{"simdgroup_store(acc[i][jj], part + (sm + 8u * i) * GM_BN + sn + 8u * jj, GM_BN);",
+		"simdgroup_store(acc[i][jj], a + (sm + 8u * i) * GM_BN + sn + 8u * jj, GM_BN);"}}, "no matching function for call to 'simdgroup_store'", "gemm.metal:"},
+	{"load from thread memory", []rep{{"simdgroup_float8x8 fa[2];", "simdgroup_float8x8 fa[2];\n\t\t\tfloat loc[64] = {0.0f};"},
+		{"simdgroup_load(fa[i], as + (sm + 8u * i) * GM_BK + l, GM_BK);", "simdgroup_load(fa[i], loc, 8u);"}}, "no matching function for call to 'simdgroup_load'", "gemm.metal:"},
+}
+
+// TestCheckSimdgroupMutations: each mistake of gemmMutations is caught at
+// its place.
+func TestCheckSimdgroupMutations(t *testing.T) {
+	msltest.Require(t)
+	ctx := checkCtx(t)
+	base, err := metal.UnitSource("gemm.metal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range gemmMutations {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u := base
+			for _, r := range tc.reps {
+				if !strings.Contains(u, r.old) {
+					t.Fatalf("the unit lacks %q: the mutation no longer applies", r.old)
+				}
+				u = strings.Replace(u, r.old, r.new, 1)
+			}
+			err := msl.Check(ctx, u)
+			var me *msl.Error
+			if !errors.Is(err, msl.ErrMSL) || !errors.As(err, &me) {
+				t.Fatalf("Check = %v, want an *msl.Error wrapping ErrMSL", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error does not name %q:\n%v\n%s", tc.want, err, me.Log)
+			}
+			if len(me.Diagnostics) == 0 || !strings.HasPrefix(me.Diagnostics[0].Pos.String(), tc.pos) {
+				t.Errorf("first diagnostic %v, want it at %s", me.Diagnostics, tc.pos)
 			}
 		})
 	}

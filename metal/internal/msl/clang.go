@@ -73,6 +73,11 @@ var stdlib string
 // check mode.
 const HostDefine = "DGQ_MSL_HOST"
 
+// HostSIMDReversed is the macro that makes the host mode's SIMD reductions
+// fold one running value from the last lane down to lane 0 instead of
+// combining lanes in butterfly order (the host engine's SIMDReversed).
+const HostSIMDReversed = "DGQ_MSL_SIMD_REVERSED"
+
 // Stdlib returns metal_stdlib.h, the header `#include <metal_stdlib>`
 // resolves to under clang (see the file's comment for its two modes).
 func Stdlib() string { return stdlib }

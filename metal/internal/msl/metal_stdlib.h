@@ -17,7 +17,9 @@
 //     const), kernels are static functions the generated launchers call,
 //     threadgroup arrays are static (shared by a group's threads, whose
 //     groups run one after another), math is libm's and the SIMD and barrier
-//     functions call the host runtime (metal/host_runtime.c).
+//     functions call the host runtime (metal/hostrt). With
+//     DGQ_MSL_SIMD_REVERSED defined too, SIMD reductions fold the lanes from
+//     the last down to lane 0 instead of in butterfly order.
 //
 // Nothing here is Apple's code; it declares what the Metal Shading Language
 // specification names.
@@ -86,6 +88,7 @@ DGQ_VECTORS(float, float);
 DGQ_VECTORS(_Float16, half);
 DGQ_VECTORS(int, int);
 DGQ_VECTORS(uint, uint);
+DGQ_VECTORS(ulong, ulong);
 DGQ_VECTORS(short, short);
 DGQ_VECTORS(ushort, ushort);
 DGQ_VECTORS(char, char);
@@ -94,7 +97,7 @@ DGQ_VECTORS(bool, bool);
 #undef DGQ_VECTORS
 
 #ifdef DGQ_MSL_HOST
-// The host runtime (metal/host_runtime.c) and libm.
+// The host runtime (metal/hostrt: fibers.c or threads.c) and libm.
 extern "C" {
 void dgq_rt_barrier(void);
 void dgq_rt_simd_barrier(void);
@@ -200,7 +203,8 @@ DGQ_FN(void simdgroup_barrier(mem_flags flags), ((void)flags, dgq_rt_simd_barrie
 // SIMD-group functions over the 32 lanes of a SIMD group. On the host every
 // lane publishes its value (dgq_rt_simd_exchange) and computes the result
 // from all of them; reductions combine in the order of a butterfly (lane i
-// with lane i xor 16, then 8, 4, 2, 1), so every lane gets the same value.
+// with lane i xor 16, then 8, 4, 2, 1), or with DGQ_MSL_SIMD_REVERSED from
+// the last lane down to the first, so every lane gets the same value.
 
 #ifdef DGQ_MSL_HOST
 inline float dgq_max(float a, float b) { return __builtin_fmaxf(a, b); }
@@ -220,6 +224,11 @@ template <typename Op, typename T> inline T dgq_simd_reduce(T v) {
 	T w[32];
 	dgq_rt_simd_exchange(&v, w, sizeof(T));
 	uint n = dgq_rt_simd_lanes();
+#ifdef DGQ_MSL_SIMD_REVERSED
+	T r = w[n - 1];
+	for (uint i = n - 1; i-- > 0;) r = Op::apply(r, w[i]);
+	return r;
+#endif
 	for (uint o = 16; o > 0; o >>= 1) {
 		T t[32];
 		for (uint i = 0; i < 32; i++) t[i] = (i < n && (i ^ o) < n) ? Op::apply(w[i], w[i ^ o]) : w[i];
@@ -253,6 +262,103 @@ template <typename T> T simd_shuffle_xor(T v, ushort mask);
 template <typename T> T simd_shuffle_down(T v, ushort delta);
 template <typename T> T simd_shuffle_up(T v, ushort delta);
 #endif
+
+// ---------------------------------------------------------------------------
+// SIMD-group matrices (the MSL specification's SIMD-group matrix functions):
+// small matrices that the lanes of a SIMD group hold together. dgq's kernels
+// use them in one form, which is all the check accepts and the host models:
+// make_filled_simdgroup_matrix, simdgroup_load and simdgroup_store with a
+// pointer at the matrix's first element and a row stride (elements_per_row;
+// neither matrix_origin nor transpose_matrix), simdgroup_multiply_accumulate
+// (d = a·b + c) and simdgroup_multiply (d = a·b). Every lane of the SIMD
+// group makes each call, with the same arguments. Which lane holds which
+// elements is Apple's, and nothing here depends on it.
+//
+// Host: lane 0 of the SIMD group holds the whole matrix (row-major: element
+// (r, c) at r·Cols + c) and does all of its arithmetic; the other lanes keep
+// a copy they never compute, since only lane 0's is ever stored.
+// simdgroup_load and simdgroup_store begin with a SIMD meeting of the
+// group's lanes (they arrive together, as a GPU's lanes do, and a lane that
+// skips one is a divergence the runtime reports), and only lane 0 loads and
+// stores, so that no two threads write the same memory. Each element of a
+// product is c + Σ_k a·b, fused multiply-adds in k order from c, in f32.
+
+#ifdef DGQ_MSL_HOST
+template <typename T, int Cols, int Rows> struct simdgroup_matrix {
+	T dgq_e[Rows * Cols];
+};
+inline float dgq_mat_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+inline _Float16 dgq_mat_fma(_Float16 a, _Float16 b, _Float16 c) {
+	return (_Float16)__builtin_fmaf((float)a, (float)b, (float)c);
+}
+template <typename T, int Cols, int Rows>
+inline simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T value) {
+	simdgroup_matrix<T, Cols, Rows> m;
+	for (int i = 0; i < Rows * Cols; i++) m.dgq_e[i] = value; // every lane: cheap, and no lane's copy is undefined
+	return m;
+}
+template <typename T, int Cols, int Rows>
+inline void simdgroup_load(simdgroup_matrix<T, Cols, Rows>& d, const T* src, ulong elements_per_row = Cols) {
+	dgq_rt_simd_barrier();
+	if (dgq_rt_lane() != 0) return;
+	for (int r = 0; r < Rows; r++) {
+		for (int c = 0; c < Cols; c++) d.dgq_e[r * Cols + c] = src[(ulong)r * elements_per_row + (ulong)c];
+	}
+}
+template <typename T, int Cols, int Rows>
+inline void simdgroup_store(simdgroup_matrix<T, Cols, Rows> a, T* dst, ulong elements_per_row = Cols) {
+	dgq_rt_simd_barrier();
+	if (dgq_rt_lane() != 0) return;
+	for (int r = 0; r < Rows; r++) {
+		for (int c = 0; c < Cols; c++) dst[(ulong)r * elements_per_row + (ulong)c] = a.dgq_e[r * Cols + c];
+	}
+}
+template <typename T, int Cols, int Rows, int K>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, Cols, Rows>& d, simdgroup_matrix<T, K, Rows>& a,
+                                          simdgroup_matrix<T, Cols, K>& b, simdgroup_matrix<T, Cols, Rows>& c) {
+	if (dgq_rt_lane() != 0) return;
+	simdgroup_matrix<T, Cols, Rows> t;
+	for (int r = 0; r < Rows; r++) {
+		for (int j = 0; j < Cols; j++) {
+			T s = c.dgq_e[r * Cols + j];
+			for (int k = 0; k < K; k++) s = dgq_mat_fma(a.dgq_e[r * K + k], b.dgq_e[k * Cols + j], s);
+			t.dgq_e[r * Cols + j] = s;
+		}
+	}
+	d = t;
+}
+template <typename T, int Cols, int Rows, int K>
+inline void simdgroup_multiply(simdgroup_matrix<T, Cols, Rows>& d, simdgroup_matrix<T, K, Rows>& a,
+                               simdgroup_matrix<T, Cols, K>& b) {
+	simdgroup_matrix<T, Cols, Rows> z = make_filled_simdgroup_matrix<T, Cols, Rows>((T)0);
+	simdgroup_multiply_accumulate(d, a, b, z);
+}
+#else
+// Opaque: a kernel reaches the elements only through the functions.
+template <typename T, int Cols, int Rows> class simdgroup_matrix {
+	T dgq_opaque[Rows * Cols];
+
+public:
+	simdgroup_matrix() = default;
+};
+template <typename T, int Cols, int Rows> simdgroup_matrix<T, Cols, Rows> make_filled_simdgroup_matrix(T value);
+template <typename T, int Cols, int Rows>
+void simdgroup_load(thread simdgroup_matrix<T, Cols, Rows>& d, const device T* src, ulong elements_per_row = Cols);
+template <typename T, int Cols, int Rows>
+void simdgroup_load(thread simdgroup_matrix<T, Cols, Rows>& d, const threadgroup T* src, ulong elements_per_row = Cols);
+template <typename T, int Cols, int Rows>
+void simdgroup_store(thread simdgroup_matrix<T, Cols, Rows> a, device T* dst, ulong elements_per_row = Cols);
+template <typename T, int Cols, int Rows>
+void simdgroup_store(thread simdgroup_matrix<T, Cols, Rows> a, threadgroup T* dst, ulong elements_per_row = Cols);
+template <typename T, int Cols, int Rows, int K>
+void simdgroup_multiply_accumulate(thread simdgroup_matrix<T, Cols, Rows>& d, thread simdgroup_matrix<T, K, Rows>& a,
+                                   thread simdgroup_matrix<T, Cols, K>& b, thread simdgroup_matrix<T, Cols, Rows>& c);
+template <typename T, int Cols, int Rows, int K>
+void simdgroup_multiply(thread simdgroup_matrix<T, Cols, Rows>& d, thread simdgroup_matrix<T, K, Rows>& a,
+                        thread simdgroup_matrix<T, Cols, K>& b);
+#endif
+typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
+typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
 
 } // namespace metal
 

@@ -1,7 +1,9 @@
-// The Metal host engine's runtime (package metal, host_engine.go): it runs a
+// The Metal host engine's runtime with OS threads (package metal,
+// host_engine.go; metal.ThreadsOS, and every sanitizer build): it runs a
 // kernel's every thread on the CPU. A launch runs the threadgroups one after
 // another; the threads of a group are OS threads (pthreads), created once per
-// launch, each looping over the groups. Between groups all of them meet at
+// launch, each looping over the groups. fibers.c is the other implementation
+// of runtime.h. Between groups all of them meet at
 // an end-of-group barrier, so the group-shared (static) arrays of one group
 // are free again when the next starts.
 //
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fpmode.h"
 #include "runtime.h"
 
 enum { KIND_BARRIER = 1, KIND_END = 2, KIND_SIMD = 3 };
@@ -158,6 +161,7 @@ static void* work(void* arg) {
 	struct worker* w = arg;
 	struct launch* l = w->l;
 	cur = w;
+	dgq_fp_mode();
 	unsigned gx = l->groups[0], gy = l->groups[1], gz = l->groups[2];
 	unsigned long total = (unsigned long)gx * gy * gz;
 	unsigned tx = l->threads[0], ty = l->threads[1];
