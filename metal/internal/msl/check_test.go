@@ -54,12 +54,7 @@ func TestCheckEveryFile(t *testing.T) {
 // into gemm.metal's unit: the check accepts only the form the host engine
 // models (a pointer at the matrix, a row stride; no origin, no transpose),
 // keeps the matrices opaque, and keeps address spaces and constness.
-var gemmMutations = []struct {
-	name string
-	reps []rep
-	want string
-	pos  string
-}{
+var gemmMutations = []mutation{
 	{"transposed load", []rep{{"simdgroup_load(fa[i], as + (sm + 8u * i) * GM_BK + l, GM_BK);",
 		"simdgroup_load(fa[i], as + (sm + 8u * i) * GM_BK + l, GM_BK, ulong2(0), true);"}}, "no matching function for call to 'simdgroup_load'", "gemm.metal:"},
 	{"an element of a matrix", []rep{{"\t\tBARRIER();\n\t\tfor (u32 q = 0; q < 8u; q++) tot[q]", "\t\tBARRIER();\n\t\tpart[0] = acc[0][0].dgq_opaque[0];\n\t\tfor (u32 q = 0; q < 8u; q++) tot[q]"}},
@@ -79,7 +74,26 @@ func TestCheckSimdgroupMutations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range gemmMutations {
+	checkMutations(t, ctx, base, gemmMutations)
+}
+
+// rep is one textual change of a unit.
+type rep struct{ old, new string }
+
+// mutation is a mistake injected into a unit by reps, which the check must
+// reject with an error naming want, its first diagnostic at a position
+// starting with pos.
+type mutation struct {
+	name string
+	reps []rep
+	want string
+	pos  string
+}
+
+// checkMutations applies each mutation to base and checks the refusal.
+func checkMutations(t *testing.T, ctx context.Context, base string, muts []mutation) {
+	t.Helper()
+	for _, tc := range muts {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			u := base
@@ -104,17 +118,9 @@ func TestCheckSimdgroupMutations(t *testing.T) {
 	}
 }
 
-// rep is one textual change of a unit.
-type rep struct{ old, new string }
-
 // mutations are mistakes injected into rmsnorm.kern's Metal unit; the check
 // must reject each with an error naming want, at pos.
-var mutations = []struct {
-	name string
-	reps []rep
-	want string // in the error's message
-	pos  string // the first diagnostic's position starts with this
-}{
+var mutations = []mutation{
 	{"CUDA barrier", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\t__syncthreads();\n\tu64 row"}},
 		"'__syncthreads'", "rmsnorm.kern:10"},
 	{"CUDA math", []rep{{"#define SQRT(x) precise::sqrt(x)", "#define SQRT(x) sqrtf(x)"}}, "'sqrtf'", "common.h:"},
@@ -168,29 +174,7 @@ func TestCheckMutations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range mutations {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			u := base
-			for _, r := range tc.reps {
-				if !strings.Contains(u, r.old) {
-					t.Fatalf("the unit lacks %q: the mutation no longer applies", r.old)
-				}
-				u = strings.Replace(u, r.old, r.new, 1)
-			}
-			err := msl.Check(ctx, u)
-			var me *msl.Error
-			if !errors.Is(err, msl.ErrMSL) || !errors.As(err, &me) {
-				t.Fatalf("Check = %v, want an *msl.Error wrapping ErrMSL", err)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error does not name %q:\n%v\n%s", tc.want, err, me.Log)
-			}
-			if len(me.Diagnostics) == 0 || !strings.HasPrefix(me.Diagnostics[0].Pos.String(), tc.pos) {
-				t.Errorf("first diagnostic %v, want it at %s", me.Diagnostics, tc.pos)
-			}
-		})
-	}
+	checkMutations(t, ctx, base, mutations)
 	if len(mutations) < 7 {
 		t.Errorf("%d mutations; the self-test wants at least 7", len(mutations))
 	}
