@@ -75,8 +75,7 @@ struct fiber {
 struct launch {
 	dgq_body body;
 	void* const* args;
-	unsigned groups[3], threads[3];
-	unsigned nthreads, nsimd;
+	struct dgq_geometry g;
 	struct fiber* f;                  // [nthreads]
 	unsigned char (*slots)[32][SLOT]; // [nsimd]
 	int err;
@@ -217,7 +216,7 @@ void dgq_rt_simd_barrier(void) { to_scheduler(F_SIMD); }
 unsigned dgq_rt_simd_lanes(void) {
 	struct launch* l = cur_l;
 	unsigned first = cur_f->simd * 32u;
-	return l->nthreads - first < 32u ? l->nthreads - first : 32u;
+	return l->g.nthreads - first < 32u ? l->g.nthreads - first : 32u;
 }
 
 unsigned dgq_rt_lane(void) { return cur_f->lane; }
@@ -241,14 +240,14 @@ void dgq_rt_simd_exchange(const void* mine, void* all, unsigned size) {
 // top); it returns 1 if any, 0 if the threads diverged.
 static int release(struct launch* l) {
 	unsigned bar = 0;
-	for (unsigned i = 0; i < l->nthreads; i++) bar += l->f[i].state == F_BAR;
-	if (bar == l->nthreads) {
-		for (unsigned i = 0; i < l->nthreads; i++) l->f[i].state = F_RUN;
+	for (unsigned i = 0; i < l->g.nthreads; i++) bar += l->f[i].state == F_BAR;
+	if (bar == l->g.nthreads) {
+		for (unsigned i = 0; i < l->g.nthreads; i++) l->f[i].state = F_RUN;
 		return 1;
 	}
 	int freed = 0;
-	for (unsigned s = 0; s < l->nsimd; s++) {
-		unsigned lo = 32u * s, hi = lo + 32u < l->nthreads ? lo + 32u : l->nthreads;
+	for (unsigned s = 0; s < l->g.nsimd; s++) {
+		unsigned lo = 32u * s, hi = lo + 32u < l->g.nthreads ? lo + 32u : l->g.nthreads;
 		unsigned waiting = 0;
 		for (unsigned i = lo; i < hi; i++) waiting += l->f[i].state == F_SIMD;
 		if (waiting == hi - lo) {
@@ -261,15 +260,15 @@ static int release(struct launch* l) {
 
 // run_group runs one group's fibers to their end; 0 or a DGQ_ERR_ code.
 static int run_group(struct launch* l) {
-	for (unsigned i = 0; i < l->nthreads; i++) fiber_start(l, &l->f[i]);
+	for (unsigned i = 0; i < l->g.nthreads; i++) fiber_start(l, &l->f[i]);
 	for (;;) {
-		for (unsigned i = 0; i < l->nthreads; i++) {
+		for (unsigned i = 0; i < l->g.nthreads; i++) {
 			if (l->f[i].state == F_RUN) to_fiber(l, &l->f[i]);
 		}
 		if (l->err != 0) return l->err;
 		unsigned done = 0;
-		for (unsigned i = 0; i < l->nthreads; i++) done += l->f[i].state == F_DONE;
-		if (done == l->nthreads) return 0;
+		for (unsigned i = 0; i < l->g.nthreads; i++) done += l->f[i].state == F_DONE;
+		if (done == l->g.nthreads) return 0;
 		if (!release(l)) return DGQ_ERR_DIVERGENT;
 	}
 }
@@ -279,10 +278,10 @@ static void* schedule(void* arg) {
 	struct launch* l = arg;
 	cur_l = l;
 	dgq_fp_mode();
-	unsigned gx = l->groups[0], gy = l->groups[1], gz = l->groups[2];
+	unsigned gx = l->g.groups[0], gy = l->g.groups[1], gz = l->g.groups[2];
 	unsigned long total = (unsigned long)gx * gy * gz;
 	for (unsigned long g = 0; g < total && l->err == 0; g++) {
-		for (unsigned i = 0; i < l->nthreads; i++) {
+		for (unsigned i = 0; i < l->g.nthreads; i++) {
 			l->f[i].geo[DGQ_GEO_GID + 0] = (unsigned)(g % gx);
 			l->f[i].geo[DGQ_GEO_GID + 1] = (unsigned)((g / gx) % gy);
 			l->f[i].geo[DGQ_GEO_GID + 2] = (unsigned)(g / ((unsigned long)gx * gy));
@@ -299,38 +298,29 @@ int dgq_rt_run(dgq_body body, void* const* args, const unsigned* dims) {
 	memset(&l, 0, sizeof l);
 	l.body = body;
 	l.args = args;
-	unsigned long nt = 1, ng = 1;
-	for (int d = 0; d < 3; d++) {
-		l.groups[d] = dims[d];
-		l.threads[d] = dims[3 + d];
-		ng *= dims[d];
-		nt *= dims[3 + d];
-	}
-	if (nt == 0 || nt > DGQ_MAX_THREADS) return DGQ_ERR_GEOMETRY;
-	if (ng == 0) return 0;
-	l.nthreads = (unsigned)nt;
-	l.nsimd = (l.nthreads + 31) / 32;
-	l.f = calloc(l.nthreads, sizeof *l.f);
-	l.slots = calloc(l.nsimd, sizeof *l.slots);
+	int gr = dgq_geometry_read(dims, &l.g);
+	if (gr != 0) return gr < 0 ? 0 : gr;
+	l.f = calloc(l.g.nthreads, sizeof *l.f);
+	l.slots = calloc(l.g.nsimd, sizeof *l.slots);
 	if (l.f == NULL || l.slots == NULL) {
 		free(l.f);
 		free(l.slots);
 		return DGQ_ERR_MEMORY;
 	}
 	pthread_mutex_lock(&pool_mu);
-	int err = stacks(l.nthreads);
+	int err = stacks(l.g.nthreads);
 	if (err == 0) {
 		size_t page = (size_t)sysconf(_SC_PAGESIZE);
-		unsigned tx = l.threads[0], ty = l.threads[1];
-		for (unsigned i = 0; i < l.nthreads; i++) {
+		unsigned tx = l.g.threads[0], ty = l.g.threads[1];
+		for (unsigned i = 0; i < l.g.nthreads; i++) {
 			struct fiber* f = &l.f[i];
 			f->stack = pool + i * (FIBER_STACK + page) + page;
 			f->tid = i;
 			f->lane = i % 32;
 			f->simd = i / 32;
 			for (int d = 0; d < 3; d++) {
-				f->geo[DGQ_GEO_LSIZE + d] = l.threads[d];
-				f->geo[DGQ_GEO_NGROUPS + d] = l.groups[d];
+				f->geo[DGQ_GEO_LSIZE + d] = l.g.threads[d];
+				f->geo[DGQ_GEO_NGROUPS + d] = l.g.groups[d];
 			}
 			f->geo[DGQ_GEO_LID + 0] = i % tx;
 			f->geo[DGQ_GEO_LID + 1] = (i / tx) % ty;

@@ -29,6 +29,31 @@
 // to scalar bytes) and its geo[].
 typedef void (*dgq_body)(void* const* args, const unsigned* geo);
 
+// dgq_geometry is a launch's shape, as both runtimes keep it.
+struct dgq_geometry {
+	unsigned groups[3], threads[3]; // per grid, per group (x, y, z)
+	unsigned nthreads, nsimd;       // threads of a group, its SIMD groups of 32
+};
+
+// dgq_geometry_read fills g from dims (the groups, then the threads of a
+// group, x y z). It returns DGQ_ERR_GEOMETRY for no or more than
+// DGQ_MAX_THREADS threads per group, -1 for an empty grid (nothing to run),
+// 0 otherwise.
+static inline int dgq_geometry_read(const unsigned* dims, struct dgq_geometry* g) {
+	unsigned long nt = 1, ng = 1;
+	for (int d = 0; d < 3; d++) {
+		g->groups[d] = dims[d];
+		g->threads[d] = dims[3 + d];
+		ng *= dims[d];
+		nt *= dims[3 + d];
+	}
+	if (nt == 0 || nt > DGQ_MAX_THREADS) return DGQ_ERR_GEOMETRY;
+	if (ng == 0) return -1;
+	g->nthreads = (unsigned)nt;
+	g->nsimd = (g->nthreads + 31) / 32;
+	return 0;
+}
+
 // dgq_rt_run runs body for every thread of a launch: dims are the groups
 // (x, y, z) then the threads of a group (x, y, z). It returns 0 or a
 // DGQ_ERR_ code.

@@ -48,8 +48,7 @@ struct bar {
 struct launch {
 	dgq_body body;
 	void* const* args;
-	unsigned groups[3], threads[3];
-	unsigned nthreads, nsimd;
+	struct dgq_geometry g;
 	struct bar group;
 	struct bar* simd;                   // [nsimd]
 	unsigned char (*slots)[32][SLOT];   // [nsimd]
@@ -92,7 +91,7 @@ static void abort_launch(struct launch* l, int err) {
 	__atomic_compare_exchange_n(&l->err, &zero, err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&l->abort, 1, __ATOMIC_RELEASE);
 	bar_wake(&l->group);
-	for (unsigned i = 0; i < l->nsimd; i++) bar_wake(&l->simd[i]);
+	for (unsigned i = 0; i < l->g.nsimd; i++) bar_wake(&l->simd[i]);
 }
 
 // bar_wait meets the other threads of b for a round of the given kind. The
@@ -113,7 +112,7 @@ static void bar_wait(struct launch* l, struct bar* b, int kind) {
 	b->kind = kind;
 	if (++b->arrived == b->n) {
 		if (kind == KIND_END) {
-			for (unsigned i = 0; i < l->nsimd; i++) l->simd[i].departed = 0;
+			for (unsigned i = 0; i < l->g.nsimd; i++) l->simd[i].departed = 0;
 		}
 		b->arrived = 0;
 		b->gen++;
@@ -162,12 +161,12 @@ static void* work(void* arg) {
 	struct launch* l = w->l;
 	cur = w;
 	dgq_fp_mode();
-	unsigned gx = l->groups[0], gy = l->groups[1], gz = l->groups[2];
+	unsigned gx = l->g.groups[0], gy = l->g.groups[1], gz = l->g.groups[2];
 	unsigned long total = (unsigned long)gx * gy * gz;
-	unsigned tx = l->threads[0], ty = l->threads[1];
+	unsigned tx = l->g.threads[0], ty = l->g.threads[1];
 	for (int d = 0; d < 3; d++) {
-		w->geo[DGQ_GEO_LSIZE + d] = l->threads[d];
-		w->geo[DGQ_GEO_NGROUPS + d] = l->groups[d];
+		w->geo[DGQ_GEO_LSIZE + d] = l->g.threads[d];
+		w->geo[DGQ_GEO_NGROUPS + d] = l->g.groups[d];
 	}
 	w->geo[DGQ_GEO_LID + 0] = w->tid % tx;
 	w->geo[DGQ_GEO_LID + 1] = (w->tid / tx) % ty;
@@ -191,28 +190,19 @@ int dgq_rt_run(dgq_body body, void* const* args, const unsigned* dims) {
 	memset(&l, 0, sizeof l);
 	l.body = body;
 	l.args = args;
-	unsigned long nt = 1, ng = 1;
-	for (int d = 0; d < 3; d++) {
-		l.groups[d] = dims[d];
-		l.threads[d] = dims[3 + d];
-		ng *= dims[d];
-		nt *= dims[3 + d];
-	}
-	if (nt == 0 || nt > DGQ_MAX_THREADS) return DGQ_ERR_GEOMETRY;
-	if (ng == 0) return 0;
-	l.nthreads = (unsigned)nt;
-	l.nsimd = (l.nthreads + 31) / 32;
-	struct worker* ws = calloc(l.nthreads, sizeof *ws);
-	l.simd = calloc(l.nsimd, sizeof *l.simd);
-	l.slots = calloc(l.nsimd, sizeof *l.slots);
+	int gr = dgq_geometry_read(dims, &l.g);
+	if (gr != 0) return gr < 0 ? 0 : gr;
+	struct worker* ws = calloc(l.g.nthreads, sizeof *ws);
+	l.simd = calloc(l.g.nsimd, sizeof *l.simd);
+	l.slots = calloc(l.g.nsimd, sizeof *l.slots);
 	if (ws == NULL || l.simd == NULL || l.slots == NULL) {
 		free(ws);
 		free(l.simd);
 		free(l.slots);
 		return DGQ_ERR_MEMORY;
 	}
-	bar_init(&l.group, l.nthreads);
-	for (unsigned i = 0; i < l.nsimd; i++) bar_init(&l.simd[i], l.nthreads - 32 * i < 32 ? l.nthreads - 32 * i : 32);
+	bar_init(&l.group, l.g.nthreads);
+	for (unsigned i = 0; i < l.g.nsimd; i++) bar_init(&l.simd[i], l.g.nthreads - 32 * i < 32 ? l.g.nthreads - 32 * i : 32);
 
 	// The workers start with every signal blocked, so that signals go to the
 	// host program's own threads (a Go runtime's handlers expect its threads).
@@ -223,7 +213,7 @@ int dgq_rt_run(dgq_body body, void* const* args, const unsigned* dims) {
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, DGQ_STACK);
 	unsigned started = 0;
-	for (; started < l.nthreads; started++) {
+	for (; started < l.g.nthreads; started++) {
 		struct worker* w = &ws[started];
 		w->l = &l;
 		w->tid = started;
@@ -240,7 +230,7 @@ int dgq_rt_run(dgq_body body, void* const* args, const unsigned* dims) {
 
 	int err = __atomic_load_n(&l.err, __ATOMIC_ACQUIRE);
 	bar_destroy(&l.group);
-	for (unsigned i = 0; i < l.nsimd; i++) bar_destroy(&l.simd[i]);
+	for (unsigned i = 0; i < l.g.nsimd; i++) bar_destroy(&l.simd[i]);
 	free(ws);
 	free(l.simd);
 	free(l.slots);
