@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/dgq-dev/dgq/metal/internal/msl"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +81,7 @@ func (e *HostEngine) runSanitized(ctx context.Context, l hostLaunch) error {
 	if runErr != nil {
 		var exit *exec.ExitError
 		if errors.As(runErr, &exit) {
-			return fmt.Errorf("%w: driver exited with %d: %s", ErrCommand, exit.ExitCode(), headLines(stderr.String(), 6))
+			return fmt.Errorf("%w: driver exited with %d: %s", ErrCommand, exit.ExitCode(), msl.FirstLines(stderr.String(), 6))
 		}
 		return fmt.Errorf("%w: %w", ErrCommand, runErr)
 	}
@@ -119,19 +120,5 @@ func sanitizerReport(s string) string {
 	if at < 0 {
 		return ""
 	}
-	return headLines(s[at:], 12)
-}
-
-// headLines returns the first n nonempty lines of s, joined by "\n\t".
-func headLines(s string, n int) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-		if len(out) == n {
-			break
-		}
-	}
-	return strings.Join(out, "\n\t")
+	return msl.FirstLines(s[at:], 12)
 }

@@ -68,7 +68,7 @@ func (e *Error) Error() string {
 	}
 	if len(e.Diagnostics) == 0 && e.Log != "" {
 		b.WriteString("\n\t")
-		b.WriteString(firstLines(e.Log, maxShown))
+		b.WriteString(FirstLines(e.Log, maxShown))
 	}
 	return b.String()
 }
@@ -158,8 +158,9 @@ func parseDiagnostics(log, dir string, lm lineMap) []Diagnostic {
 	return ds
 }
 
-// firstLines returns the first n nonempty lines of s, joined by "\n\t".
-func firstLines(s string, n int) string {
+// FirstLines returns the first n nonempty lines of s (trimmed), joined by
+// "\n\t": a tool's output quoted in an error.
+func FirstLines(s string, n int) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
