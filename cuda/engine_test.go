@@ -32,17 +32,8 @@ func fixtureEngine(t *testing.T, fixture, profile string, p Precision) (*model.M
 		if _, err := testmodel.WriteSnapshot(src); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.MkdirAll(ref, 0o755); err != nil {
+		if err := testmodel.WriteReference(ref); err != nil {
 			t.Fatal(err)
-		}
-		for _, n := range []string{"reference.json", "reference.safetensors"} {
-			b, err := testmodel.ReadReference(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(ref, n), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
 		}
 	} else {
 		ref = filepath.Join("..", "testdata", fixture)

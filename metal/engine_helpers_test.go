@@ -2,7 +2,6 @@ package metal
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,17 +23,8 @@ func tinyPack(t *testing.T, profile string) (*model.Model, string) {
 	if _, err := testmodel.WriteSnapshot(src); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(ref, 0o755); err != nil {
+	if err := testmodel.WriteReference(ref); err != nil {
 		t.Fatal(err)
-	}
-	for _, n := range []string{"reference.json", "reference.safetensors"} {
-		b, err := testmodel.ReadReference(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(ref, n), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if _, err := dgq.Quantize(context.Background(), dgq.QuantizeOptions{Source: src, Out: out, Profile: profile}); err != nil {
 		t.Fatal(err)

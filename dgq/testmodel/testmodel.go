@@ -67,6 +67,24 @@ func ReadReference(name string) ([]byte, error) {
 	return files.ReadFile(path.Join("tiny/reference", name))
 }
 
+// WriteReference writes the transformers reference of the parity scenarios
+// (reference.json and reference.safetensors) into dir, created if needed.
+func WriteReference(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("testmodel: %w", err)
+	}
+	for _, n := range []string{"reference.json", "reference.safetensors"} {
+		b, err := ReadReference(n)
+		if err != nil {
+			return fmt.Errorf("testmodel: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+			return fmt.Errorf("testmodel: %w", err)
+		}
+	}
+	return nil
+}
+
 // WriteSnapshot writes the snapshot as plain files into dir (created if
 // needed) and returns dir.
 func WriteSnapshot(dir string) (string, error) {

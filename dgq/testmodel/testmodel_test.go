@@ -113,3 +113,25 @@ func TestEmbedDigest(t *testing.T) {
 		t.Fatalf("embed digest %s, EmbedDigest says %s", got, EmbedDigest)
 	}
 }
+
+// WriteReference writes both reference files byte for byte, creating the
+// folder; a path under a regular file fails.
+func TestWriteReference(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "ref")
+	if err := WriteReference(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"reference.json", "reference.safetensors"} {
+		want, err := ReadReference(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, %v; want the embedded %d bytes", n, len(got), err, len(want))
+		}
+	}
+	if err := WriteReference(filepath.Join(dir, "reference.json", "x")); err == nil {
+		t.Error("WriteReference under a file: no error")
+	}
+}

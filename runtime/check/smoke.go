@@ -255,9 +255,9 @@ func FindReference(m *dgq.Manifest) (string, func()) {
 		if err != nil {
 			return "", nop
 		}
-		for _, n := range []string{"reference.json", "reference.safetensors"} {
-			b, _ := testmodel.ReadReference(n)
-			os.WriteFile(filepath.Join(dir, n), b, 0o644)
+		if err := testmodel.WriteReference(dir); err != nil {
+			os.RemoveAll(dir)
+			return "", nop
 		}
 		return dir, func() { os.RemoveAll(dir) }
 	}
