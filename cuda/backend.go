@@ -107,7 +107,20 @@ func (c *backend) Name() string { return "cuda" }
 func (c *backend) Caps() api.Caps {
 	return api.Caps{Device: c.d.Name(), Memory: c.d.TotalMemory(), Formats: codecs.Formats(),
 		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4},
-		Kernels:  c.k.names()}
+		Kernels:  c.k.names(), Numerics: Numerics}
+}
+
+// Numerics is the arithmetic of dgq's CUDA kernels: NVRTC's defaults
+// (-ftz=false: subnormals kept; -prec-div=true and -prec-sqrt=true: IEEE
+// division and square root) and the CUDA math library's single-precision
+// bounds (CUDA C++ Programming Guide, "Mathematical Functions", standard
+// functions: expf 2, logf 1, tanhf 2, sinf 2, cosf 2, rsqrtf 2 ulp). The
+// guide measures against the correctly rounded result, so each bound here
+// adds that rounding's half ulp.
+var Numerics = api.Numerics{
+	ULP: api.MathULP{Exp: 2.5, Log: 1.5, Tanh: 2.5, Sin: 2.5, Cos: 2.5, Sqrt: api.CorrectlyRounded,
+		Rsqrt: 2.5, Div: api.CorrectlyRounded},
+	Source: "CUDA C++ Programming Guide, Mathematical Functions (single precision); NVRTC -ftz=false -prec-div=true -prec-sqrt=true",
 }
 
 func (c *backend) Alloc(n int) (api.Buf, error) {

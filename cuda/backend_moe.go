@@ -286,7 +286,7 @@ func (c *backend) moeGroup(m *moeCall) error {
 	if err != nil {
 		return err
 	}
-	return mm.Launch("moe_tiles_u32", grid1(1), grid1(1024), 0, m.s.counts, m.s.ftiles, uint32(m.E), uint32(m.cfg.bm()))
+	return mm.Launch(mmaTiles, grid1(1), grid1(1024), 0, m.s.counts, m.s.ftiles, uint32(m.E), uint32(m.cfg.bm()))
 }
 
 // moeGateUp queues z [P][F] = gelu(gate)·up of every pair.
@@ -297,7 +297,7 @@ func (c *backend) moeGateUp(m *moeCall) error {
 	if err := c.moePack(m.u, int64(m.rows), m.H, m.s.ab, m.s.ainv); err != nil {
 		return err
 	}
-	return c.q4Launch(m.cfg, "moe_q4_gateup_", m.gateUp, m.s.ab, m.s.ainv, m.s.pairs, m.q4Tiles(), m.s.wts, m.s.z,
+	return c.q4Launch(m.cfg, q4GateUp, m.gateUp, m.s.ab, m.s.ainv, m.s.pairs, m.q4Tiles(), m.s.wts, m.s.z,
 		m.H, m.F, 0, m.K, [3]uint32{uint32((m.F + 63) / 64), uint32(m.fTiles), 1})
 }
 
@@ -309,7 +309,7 @@ func (c *backend) moeDown(m *moeCall) error {
 	if err := c.moePack(m.s.z, m.P, m.F, m.s.zb, m.s.zinv); err != nil {
 		return err
 	}
-	return c.q4Launch(m.cfg, "moe_q4_down_", m.down, m.s.zb, m.s.zinv, m.s.pairs, m.q4Tiles(), m.s.wts, m.s.y,
+	return c.q4Launch(m.cfg, q4Down, m.down, m.s.zb, m.s.zinv, m.s.pairs, m.q4Tiles(), m.s.wts, m.s.y,
 		m.F, m.H, 0, m.K, [3]uint32{uint32((m.H + 127) / 128), uint32(m.fTiles), 1})
 }
 
@@ -344,7 +344,7 @@ func (c *backend) moeCombine(m *moeCall) error {
 		if err != nil {
 			return err
 		}
-		return mm.Launch("moe_combine4_f32", grid1(int(c.ops.gridFor(rows*H/4, groupThreads))), grid1(groupThreads), 0,
+		return mm.Launch(mmaCombine4, grid1(int(c.ops.gridFor(rows*H/4, groupThreads))), grid1(groupThreads), 0,
 			m.s.y, m.out, uint32(m.rows), uint32(m.H), uint32(m.K))
 	}
 	rk, err := c.ops.module("router.kern")

@@ -12,6 +12,7 @@ const (
 	attrComputeCapabilityMajor = 75
 	attrComputeCapabilityMinor = 76
 	attrMultiprocessorCount    = 16
+	attrWarpSize               = 10
 )
 
 // Device is one CUDA device with its primary context and one stream on which

@@ -16,7 +16,10 @@
 //     resident planar layout of stored tensors (planar.go);
 //   - the backend (backend*.go): backend.Backend on Ops and cuBLAS, its
 //     kernels chosen once from typed Options (options.go; Caps().Kernels
-//     reports the choice) and its scratch in one arena (arena.go).
+//     reports the choice) and its scratch in one arena (arena.go);
+//   - diagnostics (report.go): the backend describes its device
+//     (backend.DeviceDescriber) and compiles every kernel file to report
+//     each kernel's limits (backend.KernelReporter).
 //
 // Alternate kernels under development, with their benchmarks, live in
 // cuda/internal/dev, outside the production path. docs/cuda.md describes

@@ -52,7 +52,7 @@ func (c *backend) matMulFast(out, a Ptr, w *cudaWeight, m int) (handled bool, er
 		}
 		// The grouped kernels' pairs, tiles and wts are not read by q4_dense.
 		grid := [3]uint32{uint32((n + 127) / 128), uint32((m + cfg.bm() - 1) / cfg.bm()), 1}
-		return true, c.q4Launch(cfg, "q4_dense_", w, ab, ainv, ab, ab, ab, out, k, n, m, 1, grid)
+		return true, c.q4Launch(cfg, q4Dense, w, ab, ainv, ab, ab, ab, out, k, n, m, 1, grid)
 	}
 	return false, nil
 }

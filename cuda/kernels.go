@@ -55,9 +55,14 @@ func KernelSource(file string) (string, error) {
 // CompileKernel compiles a kernel file's translation unit (KernelSource;
 // see Compile for the cache).
 func (d *Device) CompileKernel(file string, opts ...string) (*Module, error) {
+	return d.compileKernel(file, opts, true)
+}
+
+// compileKernel is CompileKernel; readCache is compile's.
+func (d *Device) compileKernel(file string, opts []string, readCache bool) (*Module, error) {
 	src, err := KernelSource(file)
 	if err != nil {
 		return nil, err
 	}
-	return d.Compile(file, src, opts...)
+	return d.compile(file, src, opts, readCache)
 }

@@ -20,6 +20,8 @@ var cudaUnitDigests = []struct{ file, sha256 string }{
 	{"dequant.kern", "f14c7f774a80cdeea40ee095a8ab55a72e2010cca4277aa6e78e8ef579fbab6f"},
 	{"elementwise.kern", "46d1fcd707e50c8c3697059af7ea19f392939a1e44571ff69ae66057e45e7f21"},
 	{"moe_mma.cu", "2466aa00bf4323c191d9598e08ed4320a14c8efe6e77e1fba062e35474c5f1a5"},
+	// probe.kern: the arithmetic probe (new).
+	{"probe.kern", "f9f015ae1c24112d516f40dfb099ff2f40364bdaf1dcaf6242bd7bc8ab20e95e"},
 	{"relayout.kern", "57f6781fbba2d92a18770995e874a42b18677c15e3c2acd5f051d1602493b7f3"},
 	{"rmsnorm.kern", "9f56748dea977784a10f7c23523260d5b86caf21852c60dec47a4321cf083199"},
 	// rope.kern: a local renamed from half (a type keyword in Metal) to h2; same code.

@@ -132,7 +132,7 @@ type driver struct {
 	cuMemAlloc, cuMemFree, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync uintptr
 	cuMemsetD8Async, cuStreamCreate, cuStreamDestroy, cuStreamSynchronize          uintptr
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel          uintptr
-	cuFuncSetAttribute, cuMemAllocHost, cuMemFreeHost                              uintptr
+	cuFuncSetAttribute, cuMemAllocHost, cuMemFreeHost, cuFuncGetAttribute          uintptr
 }
 
 // driverSymbols are the C names of driver's fields, in order.
@@ -140,7 +140,8 @@ const driverSymbols = `cuInit cuDriverGetVersion cuGetErrorName cuGetErrorString
 	cuDeviceGetName cuDeviceGetAttribute cuDeviceTotalMem_v2 cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRelease_v2
 	cuCtxSetCurrent cuMemGetInfo_v2 cuMemAlloc_v2 cuMemFree_v2 cuMemcpyHtoDAsync_v2
 	cuMemcpyDtoHAsync_v2 cuMemcpyDtoDAsync_v2 cuMemsetD8Async cuStreamCreate cuStreamDestroy_v2 cuStreamSynchronize
-	cuModuleLoadData cuModuleUnload cuModuleGetFunction cuLaunchKernel cuFuncSetAttribute cuMemAllocHost_v2 cuMemFreeHost`
+	cuModuleLoadData cuModuleUnload cuModuleGetFunction cuLaunchKernel cuFuncSetAttribute cuMemAllocHost_v2 cuMemFreeHost
+	cuFuncGetAttribute`
 
 var (
 	drvLib library

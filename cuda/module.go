@@ -51,6 +51,10 @@ type Module struct {
 	Name   string
 	Key    string // the cache key (hex sha256)
 	Cached bool   // the cubin was read from the on-disk cache
+	// Log is NVRTC's program log of the compile that made the cubin: its
+	// warnings, "" when it had none. A cubin read from the cache (Cached)
+	// has no log.
+	Log string
 }
 
 // cacheKey is the sha256 of everything that determines the cubin.
@@ -65,29 +69,45 @@ func (d *Device) cacheKey(name, src string, opts []string) string {
 }
 
 // Compile compiles CUDA C++ source with NVRTC for the device's architecture
-// (--gpu-architecture=sm_XX, added to opts) and loads the cubin. The cubin is
-// cached on disk under CacheDir, keyed by sha256 of the source, the options,
-// the architecture and the NVRTC version; a later Compile of the same input
-// loads it without compiling. Errors from NVRTC carry the program log
-// (*CompileError).
+// (compileOptions: --gpu-architecture=sm_XX and --std=c++17 before opts) and
+// loads the cubin. The cubin is cached on disk under CacheDir, keyed by
+// sha256 of the source, the options, the architecture and the NVRTC
+// version; a later Compile of the same input loads it without compiling.
+// Errors from NVRTC carry the program log (*CompileError); a compile that
+// succeeds keeps its log in Module.Log.
 func (d *Device) Compile(name, src string, opts ...string) (*Module, error) {
+	return d.compile(name, src, opts, true)
+}
+
+// compileOptions are the NVRTC options of a Compile with opts: the device's
+// architecture and the C++ standard, then opts.
+func (d *Device) compileOptions(opts []string) []string {
+	return append([]string{"--gpu-architecture=" + d.Arch(), "--std=c++17"}, opts...)
+}
+
+// compile is Compile; with readCache false it compiles even where the cache
+// holds the cubin (which it then writes again), so that the module has
+// NVRTC's log.
+func (d *Device) compile(name, src string, opts []string, readCache bool) (*Module, error) {
 	if err := loadNVRTC(); err != nil {
 		return nil, err
 	}
-	all := append([]string{"--gpu-architecture=" + d.Arch(), "--std=c++17"}, opts...)
+	all := d.compileOptions(opts)
 	key := d.cacheKey(name, src, all)
 	dir := d.CacheDir()
 	var path string
 	if dir != "" {
 		path = filepath.Join(dir, key+".cubin")
-		if img, err := os.ReadFile(path); err == nil {
-			if m, err := d.load(img); err == nil {
-				m.Name, m.Key, m.Cached = name, key, true
-				return m, nil
+		if readCache {
+			if img, err := os.ReadFile(path); err == nil {
+				if m, err := d.load(img); err == nil {
+					m.Name, m.Key, m.Cached = name, key, true
+					return m, nil
+				}
 			}
 		}
 	}
-	img, err := nvrtcCompile(name, src, all)
+	img, log, err := nvrtcCompile(name, src, all)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +115,7 @@ func (d *Device) Compile(name, src string, opts ...string) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Name, m.Key = name, key
+	m.Name, m.Key, m.Log = name, key, log
 	if path != "" {
 		_ = writeAtomic(dir, path, img) // the cache is an optimization: a failure only costs a compile
 	}

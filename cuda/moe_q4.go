@@ -77,14 +77,51 @@ func (c *backend) q4Pick(avg float64, rows int64) (k q4Config, ok bool) {
 	return k, false
 }
 
-// mmaModule returns moe_mma.cu compiled for the device (once, by Ops).
-func (c *backend) mmaModule() (*Module, error) { return c.ops.module("moe_mma.cu") }
+// mmaFile is the CUDA-specific kernel file of the q4 GEMM.
+const mmaFile = "moe_mma.cu"
 
-// q4Launch queues the q4 GEMM kernel prefix+cfg.name on weight wt (q4, kd
-// columns): a/ainv the packed activations and their row scalings, out the
-// result, nout its width; m the rows of q4_dense (0 for the grouped
+// The plain kernels of moe_mma.cu, launched by these names.
+const (
+	mmaPackF16    = "moe_pack_f16"
+	mmaNarrowBF16 = "narrow_bf16"
+	mmaTiles      = "moe_tiles_u32"
+	mmaCombine4   = "moe_combine4_f32"
+)
+
+// q4Kernel is one of the three kernels each Q4_INSTANCE(NAME, …) of
+// moe_mma.cu defines: the prefix of its name, which NAME (the q4Config's
+// name) completes.
+type q4Kernel string
+
+const (
+	q4GateUp q4Kernel = "moe_q4_gateup_"
+	q4Down   q4Kernel = "moe_q4_down_"
+	q4Dense  q4Kernel = "q4_dense_"
+)
+
+// name is the kernel k of configuration cfg ("moe_q4_gateup_s").
+func (k q4Kernel) name(cfg q4Config) string { return string(k) + cfg.name }
+
+// mmaKernels lists the kernels of moe_mma.cu the backend launches, in file
+// order: the plain kernels, then the q4 GEMM kernels of each q4Config.
+func mmaKernels() []string {
+	names := []string{mmaPackF16, mmaNarrowBF16, mmaTiles, mmaCombine4}
+	for _, cfg := range q4Configs {
+		for _, k := range []q4Kernel{q4GateUp, q4Down, q4Dense} {
+			names = append(names, k.name(cfg))
+		}
+	}
+	return names
+}
+
+// mmaModule returns moe_mma.cu compiled for the device (once, by Ops).
+func (c *backend) mmaModule() (*Module, error) { return c.ops.module(mmaFile) }
+
+// q4Launch queues the q4 GEMM kernel k of configuration cfg on weight wt
+// (q4, kd columns): a/ainv the packed activations and their row scalings,
+// out the result, nout its width; m the rows of q4_dense (0 for the grouped
 // kernels), topk the pairs per token (gate/up reads token pair/topk).
-func (c *backend) q4Launch(cfg q4Config, prefix string, wt *cudaWeight, a, ainv, pairs, tiles, wts, out Ptr, kd, nout, m, topk int, grid [3]uint32) error {
+func (c *backend) q4Launch(cfg q4Config, k q4Kernel, wt *cudaWeight, a, ainv, pairs, tiles, wts, out Ptr, kd, nout, m, topk int, grid [3]uint32) error {
 	if wt.f != codecs.Q4 || wt.f32 {
 		return fmt.Errorf("cuda: q4 GEMM of a %s weight", wt.f)
 	}
@@ -97,7 +134,7 @@ func (c *backend) q4Launch(cfg q4Config, prefix string, wt *cudaWeight, a, ainv,
 		return err
 	}
 	p := pl.ptrs(wt.b.Ptr(), 0)
-	return mm.Launch(prefix+cfg.name, grid, [3]uint32{cfg.threads(), 1, 1}, cfg.smem(),
+	return mm.Launch(k.name(cfg), grid, [3]uint32{cfg.threads(), 1, 1}, cfg.smem(),
 		p[0], p[1], p[2], a, ainv, pairs, tiles, wts, out, uint32(kd), uint32(nout), uint32(m), uint32(topk), uint32(wt.geom.Rows))
 }
 
@@ -105,7 +142,7 @@ func (c *backend) q4Launch(cfg q4Config, prefix string, wt *cudaWeight, a, ainv,
 // (the permuted run order of moe_mma.cu), each scaled by a power of two
 // whose inverse goes to inv[row]. One warp per row.
 func (c *backend) moePack(src Ptr, rows int64, kd int, dst, inv Ptr) error {
-	return c.ops.stride("moe_mma.cu", "moe_pack_f16", rows*32, src, uint32(rows), uint32(kd), dst, inv)
+	return c.ops.stride(mmaFile, mmaPackF16, rows*32, src, uint32(rows), uint32(kd), dst, inv)
 }
 
 // narrowBF16 queues narrow_bf16 of n f32 values at src into the named
@@ -115,5 +152,5 @@ func (c *backend) narrowBF16(scratch string, src Ptr, n int64) (Ptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	return dst, c.ops.stride("moe_mma.cu", "narrow_bf16", n, src, dst, uint64(n))
+	return dst, c.ops.stride(mmaFile, mmaNarrowBF16, n, src, dst, uint64(n))
 }

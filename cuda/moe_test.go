@@ -562,10 +562,10 @@ func moeGEMMTime(t testing.TB, fb *backend, s *moeSetup, rows, reps int, gateup 
 	dn, _ := fb.weight(s.w.Down)
 	return moeTime(t, fb, 1, reps, func() error {
 		if gateup {
-			return fb.q4Launch(cfg, "moe_q4_gateup_", gu, ptr("moe.ab"), ptr("moe.ainv"), ptr("moe.pairs"), tiles,
+			return fb.q4Launch(cfg, q4GateUp, gu, ptr("moe.ab"), ptr("moe.ainv"), ptr("moe.pairs"), tiles,
 				ptr("moe.wts"), ptr("moe.z"), H, F, 0, K, [3]uint32{uint32((F + 63) / 64), uint32(fTiles), 1})
 		}
-		return fb.q4Launch(cfg, "moe_q4_down_", dn, ptr("moe.zb"), ptr("moe.zinv"), ptr("moe.pairs"), tiles,
+		return fb.q4Launch(cfg, q4Down, dn, ptr("moe.zb"), ptr("moe.zinv"), ptr("moe.pairs"), tiles,
 			ptr("moe.wts"), ptr("moe.y"), F, H, 0, K, [3]uint32{uint32((H + 127) / 128), uint32(fTiles), 1})
 	})
 }
@@ -597,7 +597,7 @@ func TestMoEFastTiming(t *testing.T) {
 	// Host cost of a kernel launch (an empty narrow_bf16, 200 back to back).
 	if mm, err := fb.mmaModule(); err == nil {
 		tl := moeTime(t, fast, 5, 200, func() error {
-			return mm.Launch("narrow_bf16", [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, Ptr(0), Ptr(0), uint64(0))
+			return mm.Launch(mmaNarrowBF16, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, Ptr(0), Ptr(0), uint64(0))
 		})
 		t.Logf("kernel launch: %.1f µs each, back to back", float64(tl.Nanoseconds())/1e3)
 	}

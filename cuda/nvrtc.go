@@ -63,16 +63,19 @@ func (e *CompileError) Error() string {
 
 func (e *CompileError) Unwrap() error { return e.Err }
 
-// nvrtcCompile compiles src to a cubin with the given options.
-func nvrtcCompile(name, src string, opts []string) ([]byte, error) {
+// nvrtcCompile compiles src to a cubin with the given options and returns
+// it with NVRTC's program log: its warnings and notes, "" when it has none.
+// The log is read whether or not the compile succeeds; a failed compile's
+// is in its *CompileError.
+func nvrtcCompile(name, src string, opts []string) (cubin []byte, log string, err error) {
 	if err := loadNVRTC(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	csrc, cname := cbytes(src), cbytes(name)
 	var prog uintptr
 	if err := nvrtcCheck("nvrtcCreateProgram", ccall(nvrtc.create, uintptr(unsafe.Pointer(&prog)),
 		uintptr(unsafe.Pointer(unsafe.SliceData(csrc))), uintptr(unsafe.Pointer(unsafe.SliceData(cname))), 0, 0, 0)); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer ccall(nvrtc.destroy, uintptr(unsafe.Pointer(&prog)))
 
@@ -85,27 +88,34 @@ func nvrtcCompile(name, src string, opts []string) ([]byte, error) {
 		copts[i] = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	}
 	cerr := nvrtcCheck("nvrtcCompileProgram", ccall(nvrtc.compile, prog, uintptr(len(opts)), uintptr(unsafe.Pointer(unsafe.SliceData(copts)))))
+	log = programLog(prog)
 	if cerr != nil {
-		var n uint64
-		log := ""
-		if nvrtcCheck("nvrtcGetProgramLogSize", ccall(nvrtc.logSize, prog, uintptr(unsafe.Pointer(&n)))) == nil && n > 1 {
-			buf := make([]byte, n)
-			if nvrtcCheck("nvrtcGetProgramLog", ccall(nvrtc.log, prog, uintptr(unsafe.Pointer(unsafe.SliceData(buf))))) == nil {
-				log = goString(buf)
-			}
-		}
-		return nil, &CompileError{Name: name, Err: cerr, Log: log}
+		return nil, "", &CompileError{Name: name, Err: cerr, Log: log}
 	}
 	var n uint64
 	if err := nvrtcCheck("nvrtcGetCUBINSize", ccall(nvrtc.cubinSize, prog, uintptr(unsafe.Pointer(&n)))); err != nil {
-		return nil, err
+		return nil, log, err
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("cuda: compiling %s: NVRTC produced no cubin (is --gpu-architecture a real sm_XX?)", name)
+		return nil, log, fmt.Errorf("cuda: compiling %s: NVRTC produced no cubin (is --gpu-architecture a real sm_XX?)", name)
 	}
 	out := make([]byte, n)
 	if err := nvrtcCheck("nvrtcGetCUBIN", ccall(nvrtc.cubin, prog, uintptr(unsafe.Pointer(unsafe.SliceData(out))))); err != nil {
-		return nil, err
+		return nil, log, err
 	}
-	return out, nil
+	return out, log, nil
+}
+
+// programLog is the program log of an NVRTC program after its compile
+// ("" when it is empty or cannot be read: the log only informs).
+func programLog(prog uintptr) string {
+	var n uint64
+	if nvrtcCheck("nvrtcGetProgramLogSize", ccall(nvrtc.logSize, prog, uintptr(unsafe.Pointer(&n)))) != nil || n <= 1 {
+		return ""
+	}
+	buf := make([]byte, n)
+	if nvrtcCheck("nvrtcGetProgramLog", ccall(nvrtc.log, prog, uintptr(unsafe.Pointer(unsafe.SliceData(buf))))) != nil {
+		return ""
+	}
+	return goString(buf)
 }

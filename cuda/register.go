@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -55,3 +56,11 @@ func (o *ownedBackend) Close() error { return errors.Join(o.Backend.Close(), o.d
 // RecordRoutes forwards to the backend's (api.RouteRecorder): embedding
 // the interface would hide it.
 func (o *ownedBackend) RecordRoutes(r *api.Routes) { o.Backend.(*backend).RecordRoutes(r) }
+
+// DeviceInfo forwards to the backend's (api.DeviceDescriber).
+func (o *ownedBackend) DeviceInfo() api.DeviceInfo { return o.Backend.(*backend).DeviceInfo() }
+
+// KernelReport forwards to the backend's (api.KernelReporter).
+func (o *ownedBackend) KernelReport(ctx context.Context) (*api.KernelReport, error) {
+	return o.Backend.(*backend).KernelReport(ctx)
+}

@@ -99,7 +99,7 @@ func (b *metalBackend) Caps() backend.Caps {
 	}
 	return backend.Caps{Device: b.e.Name(), Memory: memory, Formats: codecs.Formats(),
 		Resident: []codecs.Format{codecs.Raw, codecs.Q8, codecs.Q4, codecs.Q5, codecs.Q6, codecs.NVFP4},
-		Kernels:  b.o.kernelNames()}
+		Kernels:  b.o.kernelNames(), Numerics: b.e.Numerics()}
 }
 
 // Alloc returns a buffer of n f32 values, zeroed.

@@ -1,6 +1,7 @@
 package metal_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -12,12 +13,13 @@ import (
 )
 
 // deviceBackend returns the Metal backend on the system's default device
-// (the kernels of runtime/kernels and metal/kernels), or skips without one.
+// (the kernels of runtime/kernels and metal/kernels), or fails without one
+// (noDevice).
 func deviceBackend(t *testing.T) backend.Backend {
 	t.Helper()
 	e, err := metal.OpenDevice(metal.Options{})
 	if errors.Is(err, metal.ErrUnavailable) {
-		t.Skipf("no usable Metal device: %v", err)
+		noDevice(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +40,40 @@ func deviceBackend(t *testing.T) backend.Backend {
 }
 
 // TestDeviceBackendConformance runs the whole conformance suite on the
-// device, as the CUDA backend runs it on a GPU.
+// device, as the CUDA backend runs it on a GPU, with the options the
+// device's Caps give (backendtest.Run: flushed subnormals accepted, the
+// math functions held to MSL Table 8.1): the numerics the device reports
+// are AppleGPU, which the host engine's "apple" variant runs on Linux.
 func TestDeviceBackendConformance(t *testing.T) {
-	backendtest.Run(t, deviceBackend(t))
+	b := deviceBackend(t)
+	if got := b.Caps().Numerics; got != metal.AppleGPU {
+		t.Fatalf("Caps().Numerics = %+v, want AppleGPU", got)
+	}
+	backendtest.Run(t, b)
+}
+
+// TestDeviceKernelReport: every kernel of the package compiles on the
+// device into a pipeline of SIMD width 32 (the report dgq selftest prints).
+func TestDeviceKernelReport(t *testing.T) {
+	b := deviceBackend(t)
+	r, err := b.(backend.KernelReporter).KernelReport(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range r.Units {
+		if u.Error != "" {
+			t.Errorf("%s: %s", u.Name, u.Error)
+		}
+		for _, k := range u.Kernels {
+			t.Logf("%s %s: max threads %d, width %d, static %d bytes %s", u.Name, k.Name, k.MaxThreads, k.SIMDWidth, k.StaticSharedBytes, k.Error)
+			if k.Error != "" || k.SIMDWidth != metal.SIMDWidth || k.MaxThreads < 32 || k.StaticSharedBytes < 0 {
+				t.Errorf("%s %s: %+v", u.Name, k.Name, k)
+			}
+		}
+	}
+	if r.Failed() != 0 || r.Kernels() < 20 {
+		t.Errorf("%d kernels, %d failed", r.Kernels(), r.Failed())
+	}
 }
 
 // TestDeviceEngineParity runs the tiny checkpoint's transformers scenarios

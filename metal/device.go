@@ -7,11 +7,11 @@ package metal
 // Options configures OpenDevice.
 type Options struct {
 	// Source returns the Metal text of a translation unit, the unit of
-	// Engine.Pipeline (a kernel file such as "rmsnorm.kern": its Metal
-	// prelude, the common include and the file, kernels.FileUnit). Nil means
-	// the package's default: UnitSource, the units of runtime/kernels and
-	// metal/kernels.
-	Source func(unit string) (string, error)
+	// Engine.Pipeline (a kernel file such as "rmsnorm.kern"), for the
+	// compile plan the engine chose. Nil means the package's default:
+	// UnitSourceFor, the units of runtime/kernels and metal/kernels (the
+	// plan's header, the Metal prelude, the common include and the file).
+	Source func(unit string, plan CompilePlan) (string, error)
 }
 
 // DeviceCaps is what the device engine read of its device when it opened it.
@@ -35,6 +35,10 @@ type DeviceCaps struct {
 	// Apple7 and Metal3: the device supports the MTLGPUFamilyApple7 (M1 and
 	// later) and MTLGPUFamilyMetal3 families (the engine requires both).
 	Apple7, Metal3 bool
+	// AppleFamily is the newest MTLGPUFamilyApple<N> the device supports
+	// (7: M1, 8: M2, 9: M3 and M4, 10 and later as macOS knows them; 0 when
+	// none).
+	AppleFamily int
 	// PageSize is the host's page, the alignment of Wrap (16 KiB on Apple
 	// silicon).
 	PageSize int
@@ -45,6 +49,6 @@ type DeviceCaps struct {
 var _ Engine = (*DeviceEngine)(nil)
 
 // defaultSource is the Source of an engine opened with a nil
-// Options.Source: UnitSource, the Metal translation unit of a kernel file of
-// runtime/kernels or metal/kernels.
-func defaultSource(unit string) (string, error) { return UnitSource(unit) }
+// Options.Source: UnitSourceFor, the Metal translation unit of a kernel file
+// of runtime/kernels or metal/kernels.
+func defaultSource(unit string, plan CompilePlan) (string, error) { return UnitSourceFor(unit, plan) }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/ebitengine/purego/objc"
+
+	"github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // DeviceEngine is the Engine over the system's default Metal device: Shared
@@ -33,9 +35,11 @@ import (
 type DeviceEngine struct {
 	dev, queue objc.ID // owned
 	caps       DeviceCaps
-	source     func(unit string) (string, error)
+	source     func(unit string, plan CompilePlan) (string, error)
+	plan       CompilePlan // chosen at open for this system
 
 	libraries map[string]objc.ID              // unit → MTLLibrary, owned
+	logs      map[string]string               // unit → the compiler's warnings
 	pipelines map[pipelineKey]*devicePipeline // owned pipeline states
 	mems      map[*deviceMem]struct{}         // live buffers, released by Close
 
@@ -60,6 +64,7 @@ func OpenDevice(o Options) (*DeviceEngine, error) {
 	e := &DeviceEngine{
 		source:    o.Source,
 		libraries: map[string]objc.ID{},
+		logs:      map[string]string{},
 		pipelines: map[pipelineKey]*devicePipeline{},
 		mems:      map[*deviceMem]struct{}{},
 	}
@@ -78,6 +83,7 @@ func OpenDevice(o Options) (*DeviceEngine, error) {
 		if e.queue = e.dev.Send(sel.newCommandQueue); e.queue == 0 { // new…: +1
 			return fmt.Errorf("%w: device %q gave no command queue", ErrUnavailable, e.caps.Name)
 		}
+		e.plan = choosePlan()
 		return nil
 	})
 	if err != nil {
@@ -90,7 +96,14 @@ func OpenDevice(o Options) (*DeviceEngine, error) {
 // readCaps reads what the engine needs of the device (inside a pool).
 func readCaps(dev objc.ID) DeviceCaps {
 	t := objc.Send[mtlSize](dev, sel.maxThreadsPerThreadgroup) // a 24-byte struct result, through x8
+	family := 0
+	for f := 12; f >= 7 && family == 0; f-- { // MTLGPUFamilyApple<f> = 1000 + f; unknown values answer NO
+		if objc.Send[bool](dev, sel.supportsFamily, 1000+f) {
+			family = f
+		}
+	}
 	return DeviceCaps{
+		AppleFamily:                  family,
 		Name:                         goString(dev.Send(sel.name)), // autoreleased NSString
 		MaxBufferLength:              uint64(objc.Send[uint](dev, sel.maxBufferLength)),
 		MaxThreadsPerThreadgroup:     [3]int{int(t.Width), int(t.Height), int(t.Depth)},
@@ -126,6 +139,9 @@ func (e *DeviceEngine) Name() string { return e.caps.Name }
 // Caps is what OpenDevice read of the device.
 func (e *DeviceEngine) Caps() DeviceCaps { return e.caps }
 
+// Numerics is AppleGPU: what MSL allows an Apple GPU's f32 arithmetic.
+func (e *DeviceEngine) Numerics() backend.Numerics { return AppleGPU }
+
 // Close waits for the queued work (Sync), then releases every buffer,
 // pipeline and library the engine made, its queue and its device. It
 // returns the Sync's error; a second Close does nothing.
@@ -150,7 +166,7 @@ func (e *DeviceEngine) Close() error {
 		release(e.dev)
 		return nil
 	})
-	e.mems, e.pipelines, e.libraries = nil, nil, nil
+	e.mems, e.pipelines, e.libraries, e.logs = nil, nil, nil, nil
 	e.queue, e.dev, e.closed = 0, 0, true
 	if err != nil {
 		return fmt.Errorf("metal: closing %s: %w", e.caps.Name, err)

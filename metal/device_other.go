@@ -2,7 +2,11 @@
 
 package metal
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/dgq-dev/dgq/runtime/backend"
+)
 
 // errNotDarwin is the error of every entry point off macOS.
 var errNotDarwin = fmt.Errorf("%w: needs macOS on Apple silicon", ErrUnavailable)
@@ -39,3 +43,12 @@ func (*DeviceEngine) Sync() error { return errNotDarwin }
 
 // Close does nothing.
 func (*DeviceEngine) Close() error { return nil }
+
+// Plan is the zero CompilePlan.
+func (*DeviceEngine) Plan() CompilePlan { return CompilePlan{} }
+
+// CompileLog is "".
+func (*DeviceEngine) CompileLog(string) string { return "" }
+
+// Numerics is AppleGPU, what the engine would report on a Mac.
+func (*DeviceEngine) Numerics() backend.Numerics { return AppleGPU }

@@ -1,5 +1,7 @@
 package metal
 
+import "github.com/dgq-dev/dgq/runtime/backend"
+
 // Engine is the seam between the Metal backend and what runs its kernels:
 // the Metal device on darwin, or the host engine (the same kernels' Metal
 // text compiled for the CPU by clang) elsewhere. Everything the backend does
@@ -28,6 +30,14 @@ type Engine interface {
 	Sync() error
 	// Close releases the engine; its Mems and Pipelines are invalid after.
 	Close() error
+	// Plan is the compile plan the engine builds units under.
+	Plan() CompilePlan
+	// CompileLog is the compiler's warnings for a unit built without error
+	// ("" when none, or not built yet).
+	CompileLog(unit string) string
+	// Numerics is what the engine's f32 arithmetic may do (the backend's
+	// Caps().Numerics).
+	Numerics() backend.Numerics
 }
 
 // Mem is an Engine buffer.
@@ -45,6 +55,11 @@ type Pipeline interface {
 	Name() string
 	// MaxThreads is the most threads a threadgroup of it may have.
 	MaxThreads() int
+	// ExecutionWidth is its SIMD width (threadExecutionWidth): 32.
+	ExecutionWidth() int
+	// StaticMemory is the threadgroup memory its kernel declares, in bytes;
+	// -1 where the engine cannot tell (the host engine).
+	StaticMemory() int
 }
 
 // Arg is one kernel argument: a buffer from offset Off, or (when Mem is

@@ -9,9 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/dgq-dev/dgq/metal/internal/msl"
+	"github.com/dgq-dev/dgq/runtime/backend"
 )
 
 // HostOptions configures a host engine. The zero value runs every group's
@@ -35,6 +40,19 @@ type HostOptions struct {
 	// (inputs and results of arithmetic: x86-64's FTZ and DAZ, AArch64's
 	// FZ), as Apple GPUs may do, instead of IEEE gradual underflow.
 	FlushSubnormals bool
+	// SpecMath makes the math functions return, for every argument, a
+	// result at the bound MSL Table 8.1 allows (hostrt/specmath.c), not
+	// libm's better one: what a GPU at the specification's limit computes.
+	SpecMath bool
+	// Contract compiles the kernels with contraction on within a statement
+	// (-ffp-contract=on, with fused multiply-adds the host executes), as
+	// Metal's Safe mode does (MSL §1.6.3), instead of off: only the
+	// prelude's pragmas keep MUL_RN and ADD_RN unfused. On x86-64 it needs
+	// a CPU with FMA (ErrHostUnavailable otherwise).
+	Contract bool
+	// Plan is the compile plan whose text the engine builds (its header and
+	// __METAL_VERSION__); the zero value is PlanMacOS15.
+	Plan CompilePlan
 	// Units adds translation units by name (a file name: letters, digits,
 	// '_', '.', '-'): kernel sources in the dialect, compiled under the
 	// Metal prelude and the common include like the files of
@@ -47,6 +65,37 @@ type HostOptions struct {
 	ucontext bool
 }
 
+// AppleHost is the host engine's mode that computes as the MSL
+// specification allows an Apple GPU to, at its limits: subnormals flushed,
+// math functions at Table 8.1's bounds, contraction within statements,
+// SIMD reductions in another order. A backend over it reports AppleGPU's
+// numerics, as the device does.
+func AppleHost() HostOptions {
+	return HostOptions{FlushSubnormals: true, SpecMath: true, Contract: true, SIMDOrder: SIMDReversed}
+}
+
+// plan is the compile plan the engine builds under.
+func (o HostOptions) plan() CompilePlan {
+	if o.Plan.Name == "" {
+		return PlanMacOS15
+	}
+	return o.Plan
+}
+
+// numerics is what a host engine with these options may compute: IEEE with
+// glibc's functions, or MSL's bounds (SpecMath), flushing or not.
+func (o HostOptions) numerics() backend.Numerics {
+	n := glibcNumerics
+	if o.SpecMath {
+		n = AppleGPU
+	}
+	n.FlushSubnormals = o.FlushSubnormals
+	if !o.SpecMath && o.FlushSubnormals {
+		n.Source += "; subnormals flushed"
+	}
+	return n
+}
+
 // validate reports options outside their constants.
 func (o HostOptions) validate() error {
 	switch {
@@ -56,6 +105,10 @@ func (o HostOptions) validate() error {
 		return fmt.Errorf("%w: host engine threads %d (valid: ThreadsFibers, ThreadsOS)", ErrArgument, o.Threads)
 	case o.SIMDOrder > SIMDReversed:
 		return fmt.Errorf("%w: host engine SIMD order %d (valid: SIMDButterfly, SIMDReversed)", ErrArgument, o.SIMDOrder)
+	case o.Plan.Name != "" && !slices.ContainsFunc(Plans(), func(p CompilePlan) bool { return p.Name == o.Plan.Name }):
+		return fmt.Errorf("%w: host engine compile plan %q (valid: the plans of Plans)", ErrArgument, o.Plan.Name)
+	case o.Contract && runtime.GOARCH == "amd64" && !cpu.X86.HasFMA:
+		return fmt.Errorf("%w: Contract needs a CPU with fused multiply-add (FMA)", ErrHostUnavailable)
 	}
 	return nil
 }
@@ -187,7 +240,7 @@ type hostBuilder struct {
 // directory.
 var hostRuntimeFiles = map[string]*string{
 	"fibers.c": &hostFibersC, "threads.c": &hostThreadsC, "runtime.h": &hostRuntimeH, "fpmode.h": &hostFPModeH,
-	"driver.c": &hostDriverC,
+	"driver.c": &hostDriverC, "specmath.c": &hostSpecMathC,
 }
 
 // newHostBuilder prepares dir (which it owns) and compiles the runtime.
@@ -201,7 +254,7 @@ func newHostBuilder(ctx context.Context, cl msl.Clang, dir string, opts HostOpti
 			return nil, fmt.Errorf("metal: host build: %w", err)
 		}
 	}
-	srcs := []string{"fibers.c"}
+	srcs := []string{"fibers.c", "specmath.c"}
 	if opts.threads() == ThreadsOS {
 		srcs[0] = "threads.c"
 	}
@@ -235,16 +288,27 @@ func (b *hostBuilder) runtimeFlags() []string {
 	return f
 }
 
-// unitFlags are the units' options for b's HostOptions: the SIMD order for
-// metal_stdlib.h, and with flushed subnormals the compiler told so (it
-// folds constants as the flushing threads compute).
+// unitFlags are the units' options for b's HostOptions: the plan's
+// language version, the SIMD order and the math functions for
+// metal_stdlib.h, with flushed subnormals the compiler told so (it folds
+// constants as the flushing threads compute), and with Contract
+// contraction within statements, fused (the last -ffp-contract wins).
 func (b *hostBuilder) unitFlags() []string {
-	var f []string
+	f := []string{fmt.Sprintf("-D__METAL_VERSION__=%d", b.opts.plan().MetalVersion())}
 	if b.opts.SIMDOrder == SIMDReversed {
 		f = append(f, "-D"+msl.HostSIMDReversed)
 	}
+	if b.opts.SpecMath {
+		f = append(f, "-D"+msl.HostSpecMath)
+	}
 	if b.opts.FlushSubnormals {
 		f = append(f, "-fdenormal-fp-math=preserve-sign")
+	}
+	if b.opts.Contract {
+		f = append(f, "-ffp-contract=on")
+		if runtime.GOARCH == "amd64" {
+			f = append(f, "-mfma")
+		}
 	}
 	return f
 }
@@ -277,14 +341,14 @@ var unitFile = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 
 // build compiles text, a unit's Metal text and its launchers, as name and
 // returns the path of the shared library (or, with a sanitizer, the
-// executable).
-func (b *hostBuilder) build(ctx context.Context, name, text string) (string, error) {
+// executable) and clang's warnings.
+func (b *hostBuilder) build(ctx context.Context, name, text string) (string, string, error) {
 	if !unitFile.MatchString(name) {
-		return "", fmt.Errorf("%w: %q is not a unit name the host build accepts", ErrNoSource, name)
+		return "", "", fmt.Errorf("%w: %q is not a unit name the host build accepts", ErrNoSource, name)
 	}
 	src := filepath.Join(b.dir, name+".cpp")
 	if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
-		return "", fmt.Errorf("metal: host build: %w", err)
+		return "", "", fmt.Errorf("metal: host build: %w", err)
 	}
 	out := filepath.Join(b.dir, name+".so")
 	args := append(append(append([]string{}, hostUnitFlags...), b.unitFlags()...), b.sanFlags()...)
@@ -296,27 +360,35 @@ func (b *hostBuilder) build(ctx context.Context, name, text string) (string, err
 		out = filepath.Join(b.dir, name+".exe")
 	}
 	args = append(args, "-o", out, "-lm", "-lpthread")
-	if err := b.run(ctx, name, args); err != nil {
-		return "", err
+	log, err := b.output(ctx, name, args)
+	if err != nil {
+		return "", "", err
 	}
-	return out, nil
+	return out, log, nil
 }
 
-// run runs clang with args. clang's refusal is a *CompileError (ErrCompile)
-// holding its output; clang failing to run wraps ErrCompile too.
+// run runs clang with args (output).
 func (b *hostBuilder) run(ctx context.Context, what string, args []string) error {
+	_, err := b.output(ctx, what, args)
+	return err
+}
+
+// output runs clang with args and returns what it printed (its warnings).
+// clang's refusal is a *CompileError (ErrCompile) holding its output; clang
+// failing to run wraps ErrCompile too.
+func (b *hostBuilder) output(ctx context.Context, what string, args []string) (string, error) {
 	cmd := exec.CommandContext(ctx, b.clang.Path, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("metal: host build of %s: %w", what, ctx.Err())
+			return "", fmt.Errorf("metal: host build of %s: %w", what, ctx.Err())
 		}
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) {
-			return fmt.Errorf("%w: %s: running %s: %w", ErrCompile, what, b.clang.Path, err)
+			return "", fmt.Errorf("%w: %s: running %s: %w", ErrCompile, what, b.clang.Path, err)
 		}
-		return &CompileError{Unit: what, Log: out.String()}
+		return "", &CompileError{Unit: what, Log: out.String()}
 	}
-	return nil
+	return out.String(), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/dgq-dev/dgq/metal/internal/msl"
+	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/kernels"
 )
 
@@ -57,6 +58,7 @@ type hostUnit struct {
 	name string
 	sigs map[string]kernels.Signature
 	path string  // the library or the sanitizer build's executable
+	log  string  // clang's warnings
 	lib  uintptr // the loaded library (0 with a sanitizer)
 }
 
@@ -70,6 +72,13 @@ type hostPipeline struct {
 
 func (p *hostPipeline) Name() string    { return p.sig.Name }
 func (p *hostPipeline) MaxThreads() int { return hostMaxThreads }
+
+// ExecutionWidth is 32: the host runtime's SIMD groups.
+func (p *hostPipeline) ExecutionWidth() int { return SIMDWidth }
+
+// StaticMemory is -1: the host build does not measure a kernel's
+// threadgroup arrays.
+func (p *hostPipeline) StaticMemory() int { return -1 }
 
 // hostMem is a host engine buffer.
 type hostMem struct {
@@ -129,9 +138,27 @@ func NewHostEngine(opts HostOptions) (*HostEngine, error) {
 	return &HostEngine{opts: opts, clang: cl, dir: dir, b: b, units: map[string]*hostUnit{}}, nil
 }
 
+// Plan is the compile plan whose text the engine builds.
+func (e *HostEngine) Plan() CompilePlan { return e.opts.plan() }
+
+// CompileLog is clang's warnings for a unit the engine built ("" when
+// none, or not built yet).
+func (e *HostEngine) CompileLog(unit string) string {
+	if u, ok := e.units[unit]; ok {
+		return u.log
+	}
+	return ""
+}
+
+// Numerics is what the engine's options let its arithmetic do: IEEE with
+// glibc's math functions by default, MSL's bounds with SpecMath (AppleGPU),
+// subnormals flushed with FlushSubnormals.
+func (e *HostEngine) Numerics() backend.Numerics { return e.opts.numerics() }
+
 // Name says "host (clang 19.1.7)", followed by what differs from the
 // default options: the sanitizer, OS threads, the SIMD order, flushed
-// subnormals ("host (clang 19.1.7, SIMD reversed, subnormals flushed)").
+// subnormals, the math functions at MSL's bounds, contraction, another
+// compile plan ("host (clang 19.1.7, SIMD reversed, subnormals flushed)").
 func (e *HostEngine) Name() string {
 	parts := []string{"clang " + e.clang.Version}
 	if e.opts.Sanitizer != SanitizeNone {
@@ -144,6 +171,15 @@ func (e *HostEngine) Name() string {
 	}
 	if e.opts.FlushSubnormals {
 		parts = append(parts, "subnormals flushed")
+	}
+	if e.opts.SpecMath {
+		parts = append(parts, "math at MSL's bounds")
+	}
+	if e.opts.Contract {
+		parts = append(parts, "contraction on")
+	}
+	if p := e.opts.plan(); p.Name != PlanMacOS15.Name {
+		parts = append(parts, "plan "+p.Name)
 	}
 	return "host (" + strings.Join(parts, ", ") + ")"
 }
@@ -189,12 +225,12 @@ func (e *HostEngine) unit(name string) (*hostUnit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metal: host engine: %w", err)
 	}
-	text := kernels.Unit(kernels.Prelude(kernels.Metal), name, src) + hostLaunchers(sigs)
-	path, err := e.b.build(context.Background(), name, text)
+	text := Unit(e.opts.plan(), name, src) + hostLaunchers(sigs)
+	path, log, err := e.b.build(context.Background(), name, text)
 	if err != nil {
 		return nil, err
 	}
-	u := &hostUnit{name: name, path: path, sigs: map[string]kernels.Signature{}}
+	u := &hostUnit{name: name, path: path, log: log, sigs: map[string]kernels.Signature{}}
 	for _, s := range sigs {
 		u.sigs[s.Name] = s
 	}

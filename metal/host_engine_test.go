@@ -5,6 +5,7 @@ package metal
 import (
 	"errors"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -459,5 +460,39 @@ func TestHostOptions(t *testing.T) {
 	e := newHost(t, HostOptions{Threads: ThreadsOS, SIMDOrder: SIMDReversed, FlushSubnormals: true})
 	if n := e.Name(); !strings.HasSuffix(n, ", os-threads, SIMD reversed, subnormals flushed)") {
 		t.Errorf("Name = %q", n)
+	}
+}
+
+// TestHostCloseReleasesStacks: an engine that ran a group of 1024 fibers
+// gives their stacks back when it closes (each unit library's stack pool is
+// unmapped as the library is unloaded), so the process's mappings do not
+// grow with every engine a test run makes (vm.max_map_count bounds them).
+func TestHostCloseReleasesStacks(t *testing.T) {
+	host(t) // clang present, else skipped as every host test
+	mappings := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Skipf("no /proc/self/maps: %v", err)
+		}
+		return strings.Count(string(b), "\n")
+	}
+	runOnce := func() {
+		e, err := NewHostEngine(HostOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := zeros[float32](t, e, 1024)
+		run(t, e, "elementwise.kern", "scale_f32", grid(1, 1, 1), grid(1024, 1, 1), buf(x), u64(1024), f32(2))
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runOnce() // the Go runtime's and libc's own mappings settle
+	before := mappings()
+	for range 3 {
+		runOnce()
+	}
+	if after := mappings(); after > before+64 {
+		t.Errorf("%d mappings after three engines, %d before: a closed engine leaves its fiber stacks mapped", after, before)
 	}
 }

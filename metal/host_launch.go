@@ -24,6 +24,8 @@ var (
 	hostFPModeH string
 	//go:embed hostrt/driver.c
 	hostDriverC string
+	//go:embed hostrt/specmath.c
+	hostSpecMathC string
 )
 
 // Positions in a thread's geo[] (hostrt/runtime.h's DGQ_GEO_*), in the order

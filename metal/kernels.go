@@ -13,7 +13,8 @@ import (
 // The translation units both engines compile: the kernel files of the
 // shared dialect (runtime/kernels/*.kern) and the Metal-specific files of
 // metal/kernels (*.metal: the SIMD-group matrix products, copies), each
-// under the Metal prelude and the common include (kernels.Unit).
+// under a compile plan's header, the Metal prelude and the common include
+// (UnitSourceFor).
 
 //go:embed kernels/*.metal
 var metalFiles embed.FS
@@ -48,16 +49,4 @@ func unitBody(unit string) (string, error) {
 		return "", fmt.Errorf("%w for unit %q: %w", ErrNoSource, unit, err)
 	}
 	return src, nil
-}
-
-// UnitSource returns the Metal translation unit of a kernel file: the Metal
-// prelude, the common include, then the file (a dialect file of
-// runtime/kernels or a Metal-specific one). An unknown name wraps
-// ErrNoSource.
-func UnitSource(unit string) (string, error) {
-	body, err := unitBody(unit)
-	if err != nil {
-		return "", err
-	}
-	return kernels.Unit(kernels.Prelude(kernels.Metal), unit, body), nil
 }

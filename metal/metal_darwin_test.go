@@ -3,15 +3,14 @@ package metal_test
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/dgq-dev/dgq/metal"
+	"github.com/dgq-dev/dgq/runtime/kernels"
 )
 
 // These tests drive the Metal device: run them on a Mac with Apple silicon
@@ -51,39 +50,28 @@ kernel void copy_bytes(device const uchar* src [[buffer(0)]],
     }
 }
 `,
-	// mul_add rounds the product and the sum each on its own: safe math
-	// and the contraction pragma.
-	"exact.metal": `#include <metal_stdlib>
-using namespace metal;
-#pragma METAL fp contract(off)
-
-kernel void mul_add(device const float* a [[buffer(0)]],
-                    device const float* b [[buffer(1)]],
-                    device const float* c [[buffer(2)]],
-                    device float* out [[buffer(3)]],
-                    constant uint& n [[buffer(4)]],
-                    uint i [[thread_position_in_grid]]) {
-    if (i < n) {
-        out[i] = a[i] * b[i] + c[i];
-    }
-}
-`,
+	// A pragma Apple's compiler does not know: a warning, which the engine
+	// refuses (a floating-point control it ignored would not hold).
+	"pragma.metal": "#include <metal_stdlib>\nusing namespace metal;\n#pragma dgq_no_such_pragma\n" +
+		"kernel void k(device float* x [[buffer(0)]]) { x[0] = 1.0f; }\n",
 	"broken.metal": "kernel void broken(device float* x [[buffer(0)]]) { x[0] = undeclared; }\n",
 }
 
-func testSource(unit string) (string, error) {
+// testSource is the test units, then the package's own (UnitSourceFor).
+func testSource(unit string, plan metal.CompilePlan) (string, error) {
 	if src, ok := testUnits[unit]; ok {
 		return src, nil
 	}
-	return "", fmt.Errorf("no test unit %q", unit)
+	return metal.UnitSourceFor(unit, plan)
 }
 
-// open opens the device engine over the test units, or skips.
+// open opens the device engine over the test units and the package's, or
+// fails (skips with -metal.optional, or off Apple silicon).
 func open(t *testing.T) *metal.DeviceEngine {
 	t.Helper()
 	e, err := metal.OpenDevice(metal.Options{Source: testSource})
 	if errors.Is(err, metal.ErrUnavailable) {
-		t.Skipf("no usable Metal device: %v", err)
+		noDevice(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -199,52 +187,71 @@ func TestBatchOrder(t *testing.T) {
 	}
 }
 
-// TestExactArithmetic: with safe math and "#pragma METAL fp contract(off)",
-// a*b + c rounds the product and the sum each on its own, bit for bit as Go
-// computes float32(a*b) + c, on inputs where a fused multiply-add differs.
+// TestExactArithmetic runs the arithmetic probe (runtime/kernels'
+// probe.kern through the prelude, under the compile plan the engine chose):
+// MUL_RN and ADD_RN round each product and sum on its own, to nearest even,
+// on inputs where a fused multiply-add differs; FMA fuses. It logs what the
+// compiler does with a plain a*b + c (Safe math may contract it) and
+// whether subnormal products are flushed.
 func TestExactArithmetic(t *testing.T) {
 	e := open(t)
-	p := pipeline(t, e, "exact.metal", "mul_add")
-	const n = 1 << 16
-	r := rand.New(rand.NewPCG(1, 2))
-	bufs := [4]metal.Mem{}
-	for i := range bufs {
-		bufs[i] = alloc(t, e, 4*n)
-	}
-	vals := [3][]float32{}
-	for k := range vals {
-		vals[k] = make([]float32, n)
-		for i := range n {
-			v := float32(r.NormFloat64() * math.Exp2(float64(r.IntN(8))))
-			vals[k][i] = v
-			binary.LittleEndian.PutUint32(bufs[k].Bytes()[4*i:], math.Float32bits(v))
-		}
-	}
-	args := []metal.Arg{{Mem: bufs[0]}, {Mem: bufs[1]}, {Mem: bufs[2]}, {Mem: bufs[3]}, {Scalar: u32(n)}}
-	if err := e.Dispatch(p, [3]int{n / 256, 1, 1}, [3]int{256, 1, 1}, args...); err != nil {
+	r, err := metal.ProbeArithmetic(e)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Sync(); err != nil {
+	t.Logf("plan %s: %v", e.Plan().Name, r)
+	if !r.Exact() {
+		t.Errorf("the arithmetic the bit-exact ops need does not hold: %v", r)
+	}
+}
+
+// TestCompilePlan: the engine chose the plan of this macOS (PlanMacOS15
+// from macOS 15 on), and every unit of the package compiles under it with
+// no warning about a pragma (Pipeline refuses those: the refusal is shown
+// on a unit with an unknown pragma); other warnings are logged.
+func TestCompilePlan(t *testing.T) {
+	e := open(t)
+	major := macOSMajor(t)
+	if want := (major >= 15); (e.Plan().Name == metal.PlanMacOS15.Name) != want {
+		t.Errorf("macOS %d: plan %s", major, e.Plan().Name)
+	}
+	t.Logf("macOS %d: compile plan %s (MSL %s)", major, e.Plan().Name, e.Plan().LanguageString())
+	for _, unit := range append(kernels.Files(), metal.MetalFiles()...) {
+		body, err := metal.UnitSourceFor(unit, e.Plan())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sigs, err := kernels.ParseSignatures(unit, body[strings.LastIndex(body, "#line 1 \""+unit+"\""):])
+		if err != nil || len(sigs) == 0 {
+			t.Fatalf("%s: %d kernels, %v", unit, len(sigs), err)
+		}
+		p := pipeline(t, e, unit, sigs[0].Name)
+		if p.ExecutionWidth() != metal.SIMDWidth {
+			t.Errorf("%s: execution width %d", unit, p.ExecutionWidth())
+		}
+		if log := e.CompileLog(unit); log != "" {
+			t.Logf("%s: compiler warnings:\n%s", unit, log)
+		}
+	}
+	_, err := e.Pipeline("pragma.metal", "k")
+	var ce *metal.CompileError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "ignored a floating-point pragma") {
+		t.Errorf("a unit with an unknown pragma: %v", err)
+	}
+}
+
+// macOSMajor is this system's macOS major version.
+func macOSMajor(t *testing.T) int {
+	t.Helper()
+	v, err := syscall.Sysctl("kern.osproductversion")
+	if err != nil {
 		t.Fatal(err)
 	}
-	fusedDiffers, bad := 0, 0
-	for i := range n {
-		a, b, c := vals[0][i], vals[1][i], vals[2][i]
-		want := float32(a*b) + c
-		fused := float32(math.FMA(float64(a), float64(b), float64(c)))
-		if fused != want {
-			fusedDiffers++
-		}
-		if got := math.Float32frombits(binary.LittleEndian.Uint32(bufs[3].Bytes()[4*i:])); math.Float32bits(got) != math.Float32bits(want) {
-			if bad++; bad <= 5 {
-				t.Errorf("%g·%g + %g = %g, want %g (fused: %g)", a, b, c, got, want, fused)
-			}
-		}
+	major, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+	if err != nil {
+		t.Fatalf("kern.osproductversion %q: %v", v, err)
 	}
-	t.Logf("%d of %d inputs would differ if contracted; %d differ", fusedDiffers, n, bad)
-	if fusedDiffers == 0 {
-		t.Fatal("no input tells a fused multiply-add apart")
-	}
+	return major
 }
 
 // TestWrap wraps page-aligned mapped memory without copying (anonymous
@@ -378,7 +385,7 @@ func TestDispatchChecks(t *testing.T) {
 func TestClose(t *testing.T) {
 	e, err := metal.OpenDevice(metal.Options{Source: testSource})
 	if errors.Is(err, metal.ErrUnavailable) {
-		t.Skipf("no usable Metal device: %v", err)
+		noDevice(t, err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -72,13 +72,12 @@ func sizeOf(v [3]int) mtlSize {
 
 // Metal constants (Metal's headers; values are part of the ABI).
 const (
-	mtlResourceStorageModeShared = 0         // MTLResourceStorageModeShared, default CPU cache mode and hazard tracking
-	mtlLanguageVersion3_0        = 3<<16 + 0 // MTLLanguageVersion3_0
-	mtlMathModeSafe              = 0         // MTLMathModeSafe (macOS 15)
-	mtlMathFunctionsPrecise      = 1         // MTLMathFloatingPointFunctionsPrecise (macOS 15)
-	mtlGPUFamilyApple7           = 1007      // MTLGPUFamilyApple7: A14, M1 and later
-	mtlGPUFamilyMetal3           = 5001      // MTLGPUFamilyMetal3 (macOS 13)
-	mtlCommandBufferStatusError  = 5         // MTLCommandBufferStatusError
+	mtlResourceStorageModeShared = 0    // MTLResourceStorageModeShared, default CPU cache mode and hazard tracking
+	mtlMathModeSafe              = 0    // MTLMathModeSafe (macOS 15)
+	mtlMathFunctionsPrecise      = 1    // MTLMathFloatingPointFunctionsPrecise (macOS 15)
+	mtlGPUFamilyApple7           = 1007 // MTLGPUFamilyApple7: A14, M1 and later
+	mtlGPUFamilyMetal3           = 5001 // MTLGPUFamilyMetal3 (macOS 13)
+	mtlCommandBufferStatusError  = 5    // MTLCommandBufferStatusError
 )
 
 // lib holds what load resolves, once per process.
@@ -116,6 +115,7 @@ var sel struct {
 	newLibraryWithSource, newFunctionWithName           objc.SEL
 	newComputePipelineStateWithFunction                 objc.SEL
 	maxTotalThreadsPerThreadgroup                       objc.SEL
+	threadExecutionWidth, staticThreadgroupMemoryLength objc.SEL
 
 	commandBuffer, computeCommandEncoder, setComputePipelineState objc.SEL
 	setBuffer, setBytes, dispatchThreadgroups                     objc.SEL
@@ -202,6 +202,8 @@ func loadOnce() error {
 	sel.newFunctionWithName = r("newFunctionWithName:")
 	sel.newComputePipelineStateWithFunction = r("newComputePipelineStateWithFunction:error:")
 	sel.maxTotalThreadsPerThreadgroup = r("maxTotalThreadsPerThreadgroup")
+	sel.threadExecutionWidth = r("threadExecutionWidth")
+	sel.staticThreadgroupMemoryLength = r("staticThreadgroupMemoryLength")
 	sel.commandBuffer, sel.computeCommandEncoder = r("commandBuffer"), r("computeCommandEncoder")
 	sel.setComputePipelineState = r("setComputePipelineState:")
 	sel.setBuffer, sel.setBytes = r("setBuffer:offset:atIndex:"), r("setBytes:length:atIndex:")

@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -12,8 +13,9 @@ import (
 // loads nothing; the frameworks are opened when the backend is.
 func init() { backend.Register("metal", openRegistered) }
 
-// openRegistered opens the system's default Metal device (OpenDevice) and a
-// backend on it (NewBackend) that owns the device. It fails in one line:
+// openRegistered opens the system's default Metal device (openEngine:
+// OpenDevice) and a backend on it (NewBackend) that owns the device. It
+// fails in one line:
 //
 //   - off macOS on Apple silicon, or without a usable device, wrapping
 //     backend.ErrUnavailable and ErrUnavailable ("backend unavailable: metal
@@ -24,7 +26,7 @@ func init() { backend.Register("metal", openRegistered) }
 //     says so first.
 func openRegistered(c backend.Config) (backend.Backend, error) {
 	o, oerr := optionsFor(c)
-	e, err := OpenDevice(Options{})
+	e, err := openEngine()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 	}
@@ -52,3 +54,15 @@ func (o *ownedBackend) Close() error { return errors.Join(o.Backend.Close(), o.e
 // RecordRoutes forwards to the backend's (backend.RouteRecorder):
 // embedding the interface would hide it.
 func (o *ownedBackend) RecordRoutes(r *backend.Routes) { o.Backend.(*metalBackend).RecordRoutes(r) }
+
+// DeviceInfo, KernelReport and ProbeArithmetic forward to the backend's
+// (runtime/backend's optional diagnostics), which embedding would hide.
+func (o *ownedBackend) DeviceInfo() backend.DeviceInfo { return o.Backend.(*metalBackend).DeviceInfo() }
+
+func (o *ownedBackend) KernelReport(ctx context.Context) (*backend.KernelReport, error) {
+	return o.Backend.(*metalBackend).KernelReport(ctx)
+}
+
+func (o *ownedBackend) ProbeArithmetic() (*backend.Arithmetic, error) {
+	return o.Backend.(*metalBackend).ProbeArithmetic()
+}

@@ -129,23 +129,26 @@ func TestOpenDeviceOffDarwin(t *testing.T) {
 	}
 }
 
-// The default source of the device engine is UnitSource: every dialect file
-// and every Metal-specific file as a Metal translation unit; an unknown unit
-// is ErrNoSource, naming it.
+// The default source of the device engine is UnitSourceFor: every dialect
+// file and every Metal-specific file as a Metal translation unit under each
+// compile plan (its header, then the prelude); an unknown unit is
+// ErrNoSource, naming it.
 func TestDefaultSource(t *testing.T) {
 	units := append(kernels.Files(), MetalFiles()...)
 	if len(MetalFiles()) < 2 {
 		t.Errorf("Metal kernel files %v", MetalFiles())
 	}
-	for _, u := range units {
-		src, err := defaultSource(u)
-		if err != nil || !strings.HasPrefix(src, kernels.Prelude(kernels.Metal)) || !strings.Contains(src, "\n#line 1 \""+u+"\"\n") {
-			t.Errorf("defaultSource(%s): %v", u, err)
+	for _, p := range Plans() {
+		for _, u := range units {
+			src, err := defaultSource(u, p)
+			if err != nil || !strings.HasPrefix(src, p.Header()+kernels.Prelude(kernels.Metal)) || !strings.Contains(src, "\n#line 1 \""+u+"\"\n") {
+				t.Errorf("defaultSource(%s, %s): %v", u, p.Name, err)
+			}
 		}
-	}
-	for _, u := range []string{"nope.kern", "nope.metal", "../gemm.metal"} {
-		if _, err := defaultSource(u); !errors.Is(err, ErrNoSource) || !strings.Contains(err.Error(), `"`+u+`"`) {
-			t.Errorf("defaultSource(%s): %v", u, err)
+		for _, u := range []string{"nope.kern", "nope.metal", "../gemm.metal"} {
+			if _, err := defaultSource(u, p); !errors.Is(err, ErrNoSource) || !strings.Contains(err.Error(), `"`+u+`"`) {
+				t.Errorf("defaultSource(%s): %v", u, err)
+			}
 		}
 	}
 }

@@ -18,21 +18,31 @@ func isTerminal(w io.Writer) bool {
 type barProgress struct {
 	out     io.Writer
 	visible bool
+	counts  bool // totals are counts of steps, not bytes
 	bar     *progressbar.ProgressBar
 }
 
 func newProgress(e *env) *barProgress { return &barProgress{out: e.stderr, visible: e.interactive} }
 
+// newCountProgress is newProgress for phases counted in steps.
+func newCountProgress(e *env) *barProgress {
+	return &barProgress{out: e.stderr, visible: e.interactive, counts: true}
+}
+
 func (p *barProgress) Start(phase string, total int64) {
-	p.bar = progressbar.NewOptions64(total,
+	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(p.out),
 		progressbar.OptionSetVisibility(p.visible),
 		progressbar.OptionSetDescription(phase),
-		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowBytes(!p.counts),
 		progressbar.OptionThrottle(100_000_000),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionFullWidth(),
-	)
+	}
+	if p.counts {
+		opts = append(opts, progressbar.OptionShowCount())
+	}
+	p.bar = progressbar.NewOptions64(total, opts...)
 }
 
 func (p *barProgress) Add(n int64) {

@@ -206,6 +206,19 @@ static int stacks(unsigned n) {
 	return 0;
 }
 
+// release_pool unmaps the pool when the library holding this runtime is
+// unloaded (the host engine dlcloses every unit's library at Close): each
+// unit's library has a pool of its own, whose guard pages split it into two
+// mappings a stack, and a process has a bounded number of mappings
+// (vm.max_map_count), so pools left behind by closed engines would exhaust
+// it.
+__attribute__((destructor)) static void release_pool(void) {
+	if (pool != NULL) munmap(pool, pool_len);
+	pool = NULL;
+	pool_len = 0;
+	pool_n = 0;
+}
+
 // ---------------------------------------------------------------------------
 // Meetings.
 

@@ -2,8 +2,11 @@ package check
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/cpu"
@@ -358,4 +361,45 @@ func lockstepMaskMargin(ent []float32, bound float32) float64 {
 		cum += float64(v)
 	}
 	return margin
+}
+
+// LockstepBF16 derives the lockstep tolerances of bf16 precision from
+// transformers in bfloat16 on the checkpoint of a reference (made by
+// testdata/tools/hf_bf16.py): logits within the largest bound of the
+// logits tensors of r, the pack's parity report in bf16 precision
+// (F64Multiple times transformers' own bf16 distance to float64), and
+// routing flips at CPU margins within F64Multiple times the largest float64
+// margin at which transformers' bf16 routed a token otherwise than its
+// float64 in the first rerouting layer (reference.json "bf16"). A report
+// without a bf16 verdict, or a reference without those results, has no
+// tolerances: ErrNoVerdict.
+func LockstepBF16(r *ParityReport, refPath string) (LockstepTol, error) {
+	if !r.Judged || r.Anchor != "bf16" {
+		return LockstepTol{}, fmt.Errorf("%w: bf16 lockstep tolerances need a bf16 parity verdict against transformers' bfloat16 results (%s)", ErrNoVerdict, r.NoVerdict)
+	}
+	var tol LockstepTol
+	for _, c := range r.Cases {
+		if strings.HasPrefix(c.Name, "logits") && !math.IsInf(c.Tolerance, 0) {
+			tol.Logit = max(tol.Logit, c.Tolerance)
+		}
+	}
+	metaRaw, _, err := readReferenceFiles(refPath)
+	if err != nil {
+		return LockstepTol{}, err
+	}
+	var meta struct {
+		BF16 struct {
+			Routing struct {
+				MaxCauseMargin *float64 `json:"max_cause_margin"`
+			} `json:"routing_vs_f64"`
+		} `json:"bf16"`
+	}
+	if err := json.Unmarshal(metaRaw, &meta); err != nil {
+		return LockstepTol{}, fmt.Errorf("%w: reference.json: %v", ErrReference, err)
+	}
+	if meta.BF16.Routing.MaxCauseMargin == nil || tol.Logit == 0 {
+		return LockstepTol{}, fmt.Errorf("%w: the reference records no bf16 routing against float64 (testdata/tools/hf_bf16.py)", ErrNoVerdict)
+	}
+	tol.Router = F64Multiple * *meta.BF16.Routing.MaxCauseMargin
+	return tol, nil
 }

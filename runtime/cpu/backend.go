@@ -50,7 +50,18 @@ func (w *cpuWeight) Free() error           { return nil }
 func (c *Backend) Name() string { return "cpu" }
 
 func (c *Backend) Caps() backend.Caps {
-	return backend.Caps{Device: "host", Host: true, Formats: codecs.Formats(), Resident: codecs.Formats()}
+	return backend.Caps{Device: "host", Host: true, Formats: codecs.Formats(), Resident: codecs.Formats(), Numerics: Numerics}
+}
+
+// Numerics is the CPU backend's arithmetic: IEEE float32 with gradual
+// underflow (Go never flushes), and every math function evaluated in
+// float64 by Go's math package (within one float64 ulp) and rounded once to
+// float32: half an f32 ulp, plus 2⁻²⁹ of one, which the suite's bounds
+// absorb. The reciprocal square root is 1/f32(√x), two roundings: within
+// 2ε relative, at most 2 ulp.
+var Numerics = backend.Numerics{
+	ULP:    backend.MathULP{Exp: 0.5, Log: 0.5, Tanh: 0.5, Sin: 0.5, Cos: 0.5, Sqrt: 0.5, Rsqrt: 2, Div: 0.5},
+	Source: "Go math (float64) rounded to float32",
 }
 
 func (c *Backend) Alloc(n int) (backend.Buf, error) {

@@ -1,7 +1,7 @@
 // Package cpu is the reference backend (backend.Backend on host slices),
 // llm.c style: each op is a plain function over []float32 written to match
 // Hugging Face transformers 5.17 (MODEL_SPEC §3) to float32 precision, and
-// every other backend is tested against it (runtime/backendtest). It
+// every other backend is tested against it (runtime/conformance). It
 // registers itself as backend "cpu".
 //
 // Numerics. Every activation is float32. Matrix products, attention dot

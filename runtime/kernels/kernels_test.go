@@ -8,8 +8,8 @@ import (
 )
 
 func TestFiles(t *testing.T) {
-	want := []string{"attention.kern", "attn_softmax.kern", "dequant.kern", "elementwise.kern", "relayout.kern",
-		"rmsnorm.kern", "rope.kern", "router.kern", "sampler.kern"}
+	want := []string{"attention.kern", "attn_softmax.kern", "dequant.kern", "elementwise.kern", "probe.kern",
+		"relayout.kern", "rmsnorm.kern", "rope.kern", "router.kern", "sampler.kern"}
 	got := Files()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Files() = %v, want %v", got, want)

@@ -5,18 +5,25 @@
 // docs/cuda.md describes the dialect; prelude_cuda.h maps the same names to
 // CUDA.
 //
-// Compile in Safe math mode. The library must be built with
-// MTLCompileOptions.mathMode = MTLMathModeSafe (macOS 15 and later; on older
-// systems fastMathEnabled = NO) and, where the option exists,
-// mathFloatingPointFunctions = MTLMathFloatingPointFunctionsPrecise. Metal's
-// default is fast math, which may fuse and reassociate arithmetic, flush
-// subnormals, assume no NaN or infinity and use approximate division: the
-// kernels rely on IEEE f32 (bit-exact decoders, NaN kept, the correctly
-// rounded division of Temper and Softcap). The pragmas below ask the same of
-// a Metal 3.2 compiler from the source (math_mode(safe) for the unit,
-// contract(off) in MUL_RN/ADD_RN); compilers before 3.2 do not know them, so
-// they add to the option and never replace it.
-//
+// Floating-point control. The kernels rely on IEEE f32 (bit-exact
+// decoders, NaN kept, the correctly rounded division of Temper and Softcap),
+// so a unit is compiled in Safe math mode with the precise math functions
+// and never in Metal's default fast mode, which may reassociate, flush and
+// approximate. Safe mode still lets the compiler fuse a*b + c within a
+// statement (MSL §1.6.3: it "sets the FP contract to on"), so the products
+// and sums the contract makes exact go through MUL_RN and ADD_RN, whose
+// bodies turn contraction off. How that is said depends on the compiler:
+// a unit starts with the header of the device engine's compile plan
+// (metal.CompilePlan), which defines DGQ_NO_CONTRACT as the pragmas that
+// compiler honours — the standard `STDC FP_CONTRACT OFF` always, and
+// `METAL fp contract(off)` where Apple's compiler knows it (macOS 15 and
+// later, which also gets `METAL fp math_mode(safe)` at file scope) — and
+// the MSL check compiles every unit under every plan and fails when one of
+// those pragmas does not reach the helpers.
+#ifndef DGQ_NO_CONTRACT
+#error "a Metal unit starts with its compile plan's header (metal.CompilePlan.Header), which defines DGQ_NO_CONTRACT"
+#endif
+
 // Geometry: Metal passes thread positions as attributed kernel parameters,
 // which KERNEL appends; the dialect's names (LOCAL_ID_X, …) read them, so they
 // exist in kernel bodies only. SIMD groups are taken to be 32 lanes wide, as
@@ -30,10 +37,6 @@
 
 #include <metal_stdlib>
 using namespace metal;
-
-#if __METAL_VERSION__ >= 320
-#pragma METAL fp math_mode(safe)
-#endif
 
 typedef uchar u8;
 typedef ushort u16;
@@ -99,18 +102,15 @@ INLINE float dgq_simd_max(float v) { return simd_max(v); }
 
 // Math. MUL_RN/ADD_RN round their one operation: functions (so no expression
 // around them can be contracted into a fused multiply-add) with contraction
-// off inside. The named functions are the precise:: ones (IEEE NaN handling
-// for fmax/fmin; full-range accuracy for the transcendentals).
+// off inside (DGQ_NO_CONTRACT, above). The named functions are the
+// precise:: ones (IEEE NaN handling for fmax/fmin; the accuracy of MSL
+// Table 8.1 for the transcendentals).
 INLINE float dgq_mul_rn(float a, float b) {
-#if __METAL_VERSION__ >= 320
-#pragma METAL fp contract(off)
-#endif
+	DGQ_NO_CONTRACT
 	return a * b;
 }
 INLINE float dgq_add_rn(float a, float b) {
-#if __METAL_VERSION__ >= 320
-#pragma METAL fp contract(off)
-#endif
+	DGQ_NO_CONTRACT
 	return a + b;
 }
 #define MUL_RN(a, b) dgq_mul_rn((a), (b))

@@ -18,6 +18,7 @@ func TestSignaturesEveryFile(t *testing.T) {
 		"dequant.kern": {"dequant_q4_f32", "widen_bf16_f32", "widen_f16_f32", "dequant_q8_f32", "dequant_affine_f32",
 			"dequant_nvfp4_f32", "embed_f32"},
 		"elementwise.kern": {"add_scale_f32", "scale_f32", "temper_f32", "round_bf16_f32", "gelu_mul_f32"},
+		"probe.kern":       {"probe_arith_f32"},
 		"relayout.kern":    {"relayout_affine", "relayout_q8", "relayout_nvfp4"},
 		"rmsnorm.kern":     {"rmsnorm_f32", "rmsnorm_unscaled_f32"},
 		"rope.kern":        {"rope_f32", "softcap_f32", "row_stats_f32"},

@@ -14,5 +14,5 @@
 //
 // The arithmetic is the backend's: package cpu's reference matches
 // transformers to float32 precision; other backends are held to it by
-// runtime/backendtest and the checks of runtime/check.
+// runtime/conformance and the checks of runtime/check.
 package model

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""transformers in bfloat16 on the trained checkpoint: the yardstick of a GPU backend's bf16 precision.
+"""transformers in bfloat16 on a checkpoint: the yardstick of a GPU backend's bf16 precision.
 
 Provenance: written for issue 13 ("the bf16 precision of a GPU backend is judged the same way against
-transformers bf16 on the trained checkpoint"). Runs where torch + transformers 5.17 are installed and a CUDA
-GPU is present (the project's GPU machine), from the repository root:
+transformers bf16 on the trained checkpoint"); issue 19 added the embedded tiny checkpoint (dgq selftest
+--precision bf16 judges against it). Runs where torch + transformers 5.17 are installed and a CUDA GPU is
+present (the project's GPU machine), from the repository root:
 
     python3 testdata/tools/hf_bf16.py testdata/trained [--windows 64]
+    python3 testdata/tools/hf_bf16.py dgq/testmodel/tiny [--windows 64]
+
+A directory with hub/ is laid out as testdata/trained (the snapshot in the hub cache, reference.* and
+heldout.txt beside it); otherwise as dgq/testmodel/tiny (snapshot/ and reference/), whose random weights read
+no text: its routing windows are random token ids (seed 11).
 
 What it does, on testdata/trained (the snapshot under hub/, the ids of reference.safetensors):
   1. loads the checkpoint in bfloat16 on the GPU (eager attention, transformers' default experts path: what a
@@ -76,11 +82,10 @@ def forwards(model, prefix, noisy):
     model(decoder_input_ids=noisy, past_key_values=eo.past_key_values, self_conditioning_logits=z / 0.6)
 
 
-def routing(m16, m64, stream, V, C, windows, layers):
+def routing(m16, m64, stream, V, C, windows, layers, K):
     g = torch.Generator().manual_seed(11)
     prefix, clean = tt.windows(stream, windows, 48, C, g, "cpu")
     noisy = tt.corrupt(clean, torch.rand(windows, generator=g), V, g)
-    K = tt.VARIANT["top_k_experts"]
     eps = m64.config.text_config.rms_norm_eps
     r16, r64 = Routes(m16, K, eps, False), Routes(m64, K, eps, True)
     res = {"windows": windows, "decisions": 0, "flips": 0, "cause_flips": 0, "max_cause_margin": 0.0,
@@ -109,11 +114,15 @@ def routing(m16, m64, stream, V, C, windows, layers):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("dir", help="testdata/trained")
+    ap.add_argument("dir", help="testdata/trained or dgq/testmodel/tiny")
     ap.add_argument("--windows", type=int, default=64)
     a = ap.parse_args()
-    snap = glob.glob(os.path.join(a.dir, "hub", "models--*", "snapshots", "*"))[0]
-    ref_path, meta_path = os.path.join(a.dir, "reference.safetensors"), os.path.join(a.dir, "reference.json")
+    trained = os.path.isdir(os.path.join(a.dir, "hub"))
+    if trained:
+        snap, refdir = glob.glob(os.path.join(a.dir, "hub", "models--*", "snapshots", "*"))[0], a.dir
+    else:
+        snap, refdir = os.path.join(a.dir, "snapshot"), os.path.join(a.dir, "reference")
+    ref_path, meta_path = os.path.join(refdir, "reference.safetensors"), os.path.join(refdir, "reference.json")
     ref = load_file(ref_path)
     meta = json.load(open(meta_path))
     P, C = meta["prompt_len"], meta["canvas_length"]
@@ -134,12 +143,15 @@ def main():
     save_file(out, ref_path)
 
     m64 = tt.load(snap, torch.float64, "eager", "eager")
-    _, _, stream = tt.tokenize(os.path.join(snap, "tokenizer.json"), os.path.join(a.dir, "heldout.txt"))
-    layers = m64.config.text_config.num_hidden_layers
-    rt = routing(m16, m64, stream, tt.VARIANT["vocab_size"], C, a.windows, layers)
+    tc = m64.config.text_config
+    if trained:
+        _, _, stream = tt.tokenize(os.path.join(snap, "tokenizer.json"), os.path.join(a.dir, "heldout.txt"))
+    else:
+        stream = torch.randint(3, tc.vocab_size, (1 << 16,), generator=torch.Generator().manual_seed(11))
+    rt = routing(m16, m64, stream, tc.vocab_size, C, a.windows, tc.num_hidden_layers, tc.top_k_experts)
     print("bf16 vs float64 routing:", {k: v for k, v in rt.items() if k != "cause_margins"})
     meta["tensors"].update({k: {"shape": list(t.shape), "dtype": str(t.dtype)} for k, t in added.items()})
-    meta["notes"]["bf16/<name>"] = (
+    meta.setdefault("notes", {})["bf16/<name>"] = (
         "the same scenario computed by transformers in bfloat16 on the GPU (eager attention, default experts "
         "path) from the same weights, stored as float32; bf16/logits2_refsc is step 2 conditioned on the stored "
         "float32 sc2_logits (as the Go parity check runs it) and anchors logits2 (testdata/tools/hf_bf16.py)")

@@ -11,8 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/dgq-dev/dgq/runtime/kernels"
 )
 
 // ErrMSL is wrapped by the error for a unit that fails the check; the error
@@ -26,7 +24,6 @@ var CheckFlags = []string{
 	"-Werror", "-Wall", "-Wextra", "-pedantic", "-Wconversion", "-Wshadow-all", "-Wdouble-promotion", "-Wvla", "-Wgnu",
 	"-Wno-unused-parameter", "-Wno-unused-function", "-Wno-unknown-pragmas",
 	"-fno-color-diagnostics", "-fno-caret-diagnostics", "-ferror-limit=20",
-	"-S", "-emit-llvm", "-O0", "-gline-tables-only",
 }
 
 // Diagnostic is one message of the check.
@@ -75,10 +72,10 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return ErrMSL }
 
-// Check checks a Metal translation unit (the package comment lists the
-// rules). It returns nil, an error wrapping ErrMSL (an *Error), one wrapping
-// ErrNoClang, or ctx's error.
-func Check(ctx context.Context, unit string) error {
+// Check checks a Metal translation unit as the compiler of target tgt would
+// see it (the package comment lists the rules). It returns nil, an error
+// wrapping ErrMSL (an *Error), one wrapping ErrNoClang, or ctx's error.
+func Check(ctx context.Context, unit string, tgt Target) error {
 	lm := newLineMap(unit)
 	if pos, msg, ok := scanSource(unit, lm); !ok {
 		return &Error{Diagnostics: []Diagnostic{{Pos: pos, Severity: "error", Message: msg}}}
@@ -99,36 +96,45 @@ func Check(ctx context.Context, unit string) error {
 	if err := os.WriteFile(src, []byte(unit), 0o644); err != nil {
 		return fmt.Errorf("msl: writing the unit: %w", err)
 	}
-	args := append(append([]string{}, CheckFlags...), "-I", dir, "-o", "-", src)
-	cmd := exec.CommandContext(ctx, cl.Path, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	if ctx.Err() != nil {
-		return fmt.Errorf("msl: check interrupted: %w", ctx.Err())
-	}
-	if runErr != nil {
-		var exit *exec.ExitError
-		if !errors.As(runErr, &exit) {
-			return fmt.Errorf("msl: running %s: %w", cl.Path, runErr)
+	version := fmt.Sprintf("-D__METAL_VERSION__=%d", tgt.MetalVersion)
+	run := func(args ...string) (string, error) {
+		args = append(append(append([]string{}, CheckFlags...), version, "-I", dir), args...)
+		cmd := exec.CommandContext(ctx, cl.Path, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		runErr := cmd.Run()
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("msl: check interrupted: %w", ctx.Err())
 		}
-		log := stderr.String()
-		return &Error{Diagnostics: parseDiagnostics(log, dir, lm), Log: log}
+		if runErr != nil {
+			var exit *exec.ExitError
+			if !errors.As(runErr, &exit) {
+				return "", fmt.Errorf("msl: running %s: %w", cl.Path, runErr)
+			}
+			log := stderr.String()
+			return "", &Error{Diagnostics: parseDiagnostics(log, dir, lm), Log: log}
+		}
+		return stdout.String(), nil
 	}
-	if d, ok := checkIR(stdout.String(), unit, lm); !ok {
+	// The preprocessed text first: its pragmas are what the compiler sees.
+	pp, err := run("-E", "-o", "-", src)
+	if err != nil {
+		return err
+	}
+	if d, ok := checkPragmas(pp, tgt, "metal_stdlib"); !ok {
+		if d.Pos.File == src {
+			d.Pos = lm.at(d.Pos.Line)
+		}
+		return &Error{Diagnostics: []Diagnostic{d}}
+	}
+	ir, err := run("-S", "-emit-llvm", "-O0", "-gline-tables-only", "-o", "-", src)
+	if err != nil {
+		return err
+	}
+	if d, ok := checkIR(ir, unit, lm); !ok {
 		return &Error{Diagnostics: []Diagnostic{d}}
 	}
 	return nil
-}
-
-// CheckFile checks the Metal translation unit of a kernel file of the
-// dialect (kernels.DialectUnit with kernels.Metal).
-func CheckFile(ctx context.Context, file string) error {
-	u, err := kernels.DialectUnit(kernels.Metal, file)
-	if err != nil {
-		return fmt.Errorf("msl: %w", err)
-	}
-	return Check(ctx, u)
 }
 
 var diagLine = regexp.MustCompile(`^(.*?):(\d+):(?:(\d+):)? (error|warning|note|fatal error): (.*)$`)

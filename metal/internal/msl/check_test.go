@@ -19,34 +19,83 @@ func checkCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// target is the check's target for a compile plan of the device engine.
+func target(p metal.CompilePlan) msl.Target {
+	return msl.Target{MetalVersion: p.MetalVersion(), FileScope: p.FileScopePragmas, Contract: p.ContractPragmas}
+}
+
 // TestCheckEveryFile: every kernel file of the dialect, and every
 // Metal-specific kernel file of package metal (metal/kernels/*.metal), is
-// valid under the Metal prelude.
+// valid under the Metal prelude in the exact text the device engine hands
+// Apple's compiler under each compile plan it may choose (metal.Plans), with
+// __METAL_VERSION__ as that plan's language defines it and the plan's
+// pragmas reaching the compiler.
 func TestCheckEveryFile(t *testing.T) {
 	msltest.Require(t)
 	ctx := checkCtx(t)
-	for _, f := range kernels.Files() {
-		t.Run(f, func(t *testing.T) {
-			t.Parallel()
-			if err := msl.CheckFile(ctx, f); err != nil {
-				t.Error(err)
-			}
-		})
-	}
 	if len(metal.MetalFiles()) == 0 {
 		t.Error("package metal has no Metal kernel files")
 	}
-	for _, f := range metal.MetalFiles() {
-		t.Run(f, func(t *testing.T) {
-			t.Parallel()
-			u, err := metal.UnitSource(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := msl.Check(ctx, u); err != nil {
-				t.Error(err)
-			}
-		})
+	if len(metal.Plans()) < 2 {
+		t.Errorf("compile plans %v", metal.Plans())
+	}
+	for _, p := range metal.Plans() {
+		for _, f := range append(kernels.Files(), metal.MetalFiles()...) {
+			t.Run(p.Name+"/"+f, func(t *testing.T) {
+				t.Parallel()
+				u, err := metal.UnitSourceFor(f, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := msl.Check(ctx, u, target(p)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+}
+
+// planMutations are ways a compile plan's pragmas can fail to reach the
+// compiler, injected into rmsnorm.kern's unit: the check must catch each
+// under the plan named, at pos.
+var planMutations = []struct {
+	mutation
+	plan metal.CompilePlan
+}{
+	{mutation{"contraction pragma compiled out for Metal 3.0", []rep{{"INLINE float dgq_mul_rn(float a, float b) {\n\tDGQ_NO_CONTRACT",
+		"INLINE float dgq_mul_rn(float a, float b) {\n#if __METAL_VERSION__ >= 320\n\tDGQ_NO_CONTRACT\n#endif"}},
+		`contraction pragma "STDC FP_CONTRACT OFF" does not open the body of dgq_mul_rn`, "prelude_metal.h:"}, metal.PlanMacOS13},
+	{mutation{"contraction pragma compiled out for Metal 3.2", []rep{{"INLINE float dgq_add_rn(float a, float b) {\n\tDGQ_NO_CONTRACT",
+		"INLINE float dgq_add_rn(float a, float b) {\n#if __METAL_VERSION__ < 320\n\tDGQ_NO_CONTRACT\n#endif"}},
+		`does not open the body of dgq_add_rn`, "prelude_metal.h:"}, metal.PlanMacOS15},
+	{mutation{"Metal's pragma dropped from the plan", []rep{{` _Pragma("METAL fp contract(off)")`, ""}},
+		`contraction pragma "METAL fp contract(off)" does not open the body of dgq_mul_rn`, "prelude_metal.h:"}, metal.PlanMacOS15},
+	{mutation{"pragma after the first statement", []rep{{"INLINE float dgq_mul_rn(float a, float b) {\n\tDGQ_NO_CONTRACT\n\treturn a * b;",
+		"INLINE float dgq_mul_rn(float a, float b) {\n\tfloat r = a * b;\n\tDGQ_NO_CONTRACT\n\treturn r;"}},
+		`does not open the body of dgq_mul_rn`, "prelude_metal.h:"}, metal.PlanMacOS13},
+	{mutation{"math mode compiled out", []rep{{"#pragma METAL fp math_mode(safe)", "#if __METAL_VERSION__ >= 400\n#pragma METAL fp math_mode(safe)\n#endif"}},
+		`pragma "METAL fp math_mode(safe)" does not reach the unit's file scope`, "unit:1"}, metal.PlanMacOS15},
+	{mutation{"no plan header", []rep{{"#define DGQ_NO_CONTRACT", "#define DGQ_NOT_THE_MACRO"}},
+		"a Metal unit starts with its compile plan's header", "prelude_metal.h:"}, metal.PlanMacOS13},
+	{mutation{"fast math in a kernel", []rep{{"KERNEL(rmsnorm_f32,", "#pragma METAL fp math_mode(fast)\nKERNEL(rmsnorm_f32,"}},
+		`pragma "METAL fp math_mode(fast)" is not one Metal units may use`, "rmsnorm.kern:"}, metal.PlanMacOS15},
+	{mutation{"contraction turned on in a kernel", []rep{{"KERNEL(rmsnorm_f32,", "#pragma STDC FP_CONTRACT ON\nKERNEL(rmsnorm_f32,"}},
+		`pragma "STDC FP_CONTRACT ON" is not one Metal units may use`, "rmsnorm.kern:"}, metal.PlanMacOS13},
+}
+
+// TestCheckPlanMutations: a compile plan's pragma that does not reach the
+// compiler — compiled out for the plan's language version, dropped, placed
+// after a statement, the header missing — or a kernel that loosens the
+// floating-point controls is caught, under that plan.
+func TestCheckPlanMutations(t *testing.T) {
+	msltest.Require(t)
+	ctx := checkCtx(t)
+	for _, pm := range planMutations {
+		base, err := metal.UnitSourceFor("rmsnorm.kern", pm.plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMutationsWith(t, ctx, base, target(pm.plan), []mutation{pm.mutation})
 	}
 }
 
@@ -70,7 +119,7 @@ var gemmMutations = []mutation{
 func TestCheckSimdgroupMutations(t *testing.T) {
 	msltest.Require(t)
 	ctx := checkCtx(t)
-	base, err := metal.UnitSource("gemm.metal")
+	base, err := metal.UnitSourceFor("gemm.metal", metal.PlanMacOS15)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +139,16 @@ type mutation struct {
 	pos  string
 }
 
-// checkMutations applies each mutation to base and checks the refusal.
+// checkMutations applies each mutation to base (a unit of PlanMacOS15) and
+// checks the refusal.
 func checkMutations(t *testing.T, ctx context.Context, base string, muts []mutation) {
+	t.Helper()
+	checkMutationsWith(t, ctx, base, target(metal.PlanMacOS15), muts)
+}
+
+// checkMutationsWith applies each mutation to base and checks the refusal
+// under tgt.
+func checkMutationsWith(t *testing.T, ctx context.Context, base string, tgt msl.Target, muts []mutation) {
 	t.Helper()
 	for _, tc := range muts {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,7 +160,7 @@ func checkMutations(t *testing.T, ctx context.Context, base string, muts []mutat
 				}
 				u = strings.Replace(u, r.old, r.new, 1)
 			}
-			err := msl.Check(ctx, u)
+			err := msl.Check(ctx, u, tgt)
 			var me *msl.Error
 			if !errors.Is(err, msl.ErrMSL) || !errors.As(err, &me) {
 				t.Fatalf("Check = %v, want an *msl.Error wrapping ErrMSL", err)
@@ -153,7 +210,7 @@ var mutations = []mutation{
 		{"KERNEL(rmsnorm_f32,", "static float rms_calls;\nKERNEL(rmsnorm_f32,"},
 		{"u64 row = (u64)GROUP_ID_X * n;", "u64 row = (u64)GROUP_ID_X * n;\n\trms_calls += 1.0f;"}},
 		"at program scope", "rmsnorm.kern:8"},
-	{"pragma typo", []rep{{"#pragma METAL fp contract(off)", "#pragma METAL fp contrct(off)"}}, `pragma "METAL fp contrct(off)"`, "prelude_metal.h:"},
+	{"pragma typo", []rep{{`_Pragma("METAL fp contract(off)")`, `_Pragma("METAL fp contrct(off)")`}}, `pragma "METAL fp contrct(off)"`, "prelude_metal.h:"},
 	{"goto", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\tgoto out;\nout:\n\tu64 row"}},
 		"Metal has no goto", "rmsnorm.kern:10"},
 	{"lambda", []rep{{"\tSHARED(float, partial, 32);\n\tu64 row", "\tSHARED(float, partial, 32);\n\tauto sq = [](float a) { return a * a; };\n\tu64 row"}},
@@ -170,7 +227,7 @@ var mutations = []mutation{
 func TestCheckMutations(t *testing.T) {
 	msltest.Require(t)
 	ctx := checkCtx(t)
-	base, err := kernels.DialectUnit(kernels.Metal, "rmsnorm.kern")
+	base, err := metal.UnitSourceFor("rmsnorm.kern", metal.PlanMacOS15)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +242,8 @@ func TestCheckCanceled(t *testing.T) {
 	msltest.Require(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	u, _ := kernels.DialectUnit(kernels.Metal, "rmsnorm.kern")
-	if err := msl.Check(ctx, u); !errors.Is(err, context.Canceled) {
+	u, _ := metal.UnitSourceFor("rmsnorm.kern", metal.PlanMacOS13)
+	if err := msl.Check(ctx, u, target(metal.PlanMacOS13)); !errors.Is(err, context.Canceled) {
 		t.Errorf("Check(canceled) = %v, want context.Canceled", err)
 	}
 }

@@ -78,6 +78,11 @@ const HostDefine = "DGQ_MSL_HOST"
 // combining lanes in butterfly order (the host engine's SIMDReversed).
 const HostSIMDReversed = "DGQ_MSL_SIMD_REVERSED"
 
+// HostSpecMath is the macro that makes the host mode's math functions the
+// runtime's dgq_spec_* (hostrt/specmath.c): results at the bounds of MSL
+// Table 8.1 (the host engine's SpecMath).
+const HostSpecMath = "DGQ_MSL_SPEC_MATH"
+
 // Stdlib returns metal_stdlib.h, the header `#include <metal_stdlib>`
 // resolves to under clang (see the file's comment for its two modes).
 func Stdlib() string { return stdlib }

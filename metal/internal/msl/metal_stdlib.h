@@ -19,7 +19,13 @@
 //     groups run one after another), math is libm's and the SIMD and barrier
 //     functions call the host runtime (metal/hostrt). With
 //     DGQ_MSL_SIMD_REVERSED defined too, SIMD reductions fold the lanes from
-//     the last down to lane 0 instead of in butterfly order.
+//     the last down to lane 0 instead of in butterfly order; with
+//     DGQ_MSL_SPEC_MATH, the math functions are the runtime's dgq_spec_*
+//     (hostrt/specmath.c): results at the bounds of MSL Table 8.1.
+//
+// __METAL_VERSION__ is the compiler's: the check and the host engine
+// define it on the command line, as the language version of the compile
+// plan they build (metal.CompilePlan.MetalVersion).
 //
 // Nothing here is Apple's code; it declares what the Metal Shading Language
 // specification names.
@@ -27,7 +33,9 @@
 #ifndef DGQ_METAL_STDLIB
 #define DGQ_METAL_STDLIB
 
-#define __METAL_VERSION__ 320
+#ifndef __METAL_VERSION__
+#error "define __METAL_VERSION__ as the compile plan's language version (300, 320)"
+#endif
 
 // ---------------------------------------------------------------------------
 // Address spaces, kernels, threadgroup storage.
@@ -113,7 +121,24 @@ float cosf(float);
 float sinf(float);
 float tanf(float);
 float powf(float, float);
+float dgq_spec_exp(float);
+float dgq_spec_exp2(float);
+float dgq_spec_log(float);
+float dgq_spec_log2(float);
+float dgq_spec_tanh(float);
+float dgq_spec_cos(float);
+float dgq_spec_sin(float);
+float dgq_spec_tan(float);
+float dgq_spec_pow(float, float);
+float dgq_spec_rsqrt(float);
 }
+#ifdef DGQ_MSL_SPEC_MATH
+#define DGQ_LIBM(name) dgq_spec_##name
+#define DGQ_RSQRT(x) dgq_spec_rsqrt(x)
+#else
+#define DGQ_LIBM(name) name##f
+#define DGQ_RSQRT(x) 1.0f / __builtin_sqrtf(x)
+#endif
 #define DGQ_FN(decl, body)                                                                                         \
 	static inline decl { return body; }
 #else
@@ -132,21 +157,22 @@ template <typename T, typename U> inline T as_type(U u) {
 
 // ---------------------------------------------------------------------------
 // Math: the plain, precise:: and fast:: forms (one implementation on the
-// host: libm's, correctly rounded where IEEE asks).
+// host: libm's, correctly rounded where IEEE asks; with DGQ_MSL_SPEC_MATH
+// the runtime's, at the bounds of MSL Table 8.1).
 
 #define DGQ_MATH                                                                                                   \
 	DGQ_FN(float fma(float a, float b, float c), __builtin_fmaf(a, b, c))                                      \
 	DGQ_FN(float sqrt(float x), __builtin_sqrtf(x))                                                            \
-	DGQ_FN(float rsqrt(float x), 1.0f / __builtin_sqrtf(x))                                                    \
-	DGQ_FN(float exp(float x), expf(x))                                                                        \
-	DGQ_FN(float exp2(float x), exp2f(x))                                                                      \
-	DGQ_FN(float log(float x), logf(x))                                                                        \
-	DGQ_FN(float log2(float x), log2f(x))                                                                      \
-	DGQ_FN(float tanh(float x), tanhf(x))                                                                      \
-	DGQ_FN(float cos(float x), cosf(x))                                                                        \
-	DGQ_FN(float sin(float x), sinf(x))                                                                        \
-	DGQ_FN(float tan(float x), tanf(x))                                                                        \
-	DGQ_FN(float pow(float x, float y), powf(x, y))                                                            \
+	DGQ_FN(float rsqrt(float x), DGQ_RSQRT(x))                                                                 \
+	DGQ_FN(float exp(float x), DGQ_LIBM(exp)(x))                                                               \
+	DGQ_FN(float exp2(float x), DGQ_LIBM(exp2)(x))                                                             \
+	DGQ_FN(float log(float x), DGQ_LIBM(log)(x))                                                               \
+	DGQ_FN(float log2(float x), DGQ_LIBM(log2)(x))                                                             \
+	DGQ_FN(float tanh(float x), DGQ_LIBM(tanh)(x))                                                             \
+	DGQ_FN(float cos(float x), DGQ_LIBM(cos)(x))                                                               \
+	DGQ_FN(float sin(float x), DGQ_LIBM(sin)(x))                                                               \
+	DGQ_FN(float tan(float x), DGQ_LIBM(tan)(x))                                                               \
+	DGQ_FN(float pow(float x, float y), DGQ_LIBM(pow)(x, y))                                                   \
 	DGQ_FN(float fmax(float a, float b), __builtin_fmaxf(a, b))                                                \
 	DGQ_FN(float fmin(float a, float b), __builtin_fminf(a, b))                                                \
 	DGQ_FN(float fabs(float x), __builtin_fabsf(x))                                                            \

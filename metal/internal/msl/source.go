@@ -58,13 +58,6 @@ func (m lineMap) at(n int) Position {
 	return m[n]
 }
 
-// allowedPragmas are the pragmas a unit may hold (after "#pragma "): Metal's
-// own floating-point controls and loop unrolling.
-var allowedPragmas = regexp.MustCompile(`^(METAL\s+fp\s+math_mode\s*\(\s*(safe|relaxed|fast)\s*\)|` +
-	`METAL\s+fp\s+contract\s*\(\s*(off|on|fast)\s*\)|unroll(\s*\(?\s*\d+\s*\)?)?|nounroll)\s*$`)
-
-var pragmaLine = regexp.MustCompile(`^\s*#\s*pragma\b(.*)$`)
-
 // forbiddenWords are C++ keywords for what Metal does not have.
 var forbiddenWords = map[string]string{
 	"goto":         "goto",
@@ -78,7 +71,6 @@ var forbiddenWords = map[string]string{
 	"asm":          "inline assembly",
 	"__asm":        "inline assembly",
 	"__asm__":      "inline assembly",
-	"_Pragma":      "_Pragma (write #pragma lines, which the check reads)",
 }
 
 // lambda matches the start of a lambda expression in code: a bracket pair
@@ -86,18 +78,12 @@ var forbiddenWords = map[string]string{
 // brackets never match: its inner pair is followed by a bracket).
 var lambda = regexp.MustCompile(`\[[^\[\]]*\]\s*[({]`)
 
-// scanSource returns the first pragma outside the allow-list or forbidden
-// construct in unit, with its position, or ok.
+// scanSource returns the first construct Metal does not have in unit, with
+// its position, or ok. (Pragmas are read from the preprocessed text:
+// checkPragmas.)
 func scanSource(unit string, lm lineMap) (Position, string, bool) {
 	code := blankComments(unit)
 	for i, l := range strings.Split(code, "\n") {
-		if m := pragmaLine.FindStringSubmatch(l); m != nil {
-			p := strings.TrimSpace(m[1])
-			if !allowedPragmas.MatchString(p) {
-				return lm.at(i + 1), "pragma \"" + p + "\" is not one Metal units may use (METAL fp math_mode/contract, unroll)", false
-			}
-			continue
-		}
 		if strings.HasPrefix(strings.TrimSpace(l), "#") {
 			if d := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "#")); strings.HasPrefix(d, "include") || strings.HasPrefix(d, "line") {
 				continue

@@ -1,6 +1,7 @@
 package msl
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -45,11 +46,10 @@ func TestScanSource(t *testing.T) {
 		{"allowed pragmas", "#pragma METAL fp contract(off)\n#pragma unroll 4\n#pragma nounroll\n#pragma unroll", ""},
 		{"attribute is no lambda", "void k(device float* x [[buffer(0)]]) { x[0] = x[1]; }", ""},
 		{"words in comments and strings", "// goto new delete\nconst char* s = \"asm virtual\";", ""},
-		{"other pragma", "#pragma once", `pragma "once"`},
 		{"goto", "\n\ngoto x;", "unit:3: error: Metal has no goto"},
 		{"new", "int* p = new int;", "dynamic allocation (new)"},
 		{"lambda", "auto f = [&](int a) { return a; };", "lambda"},
-		{"_Pragma", "_Pragma(\"unroll\")", "_Pragma"},
+		{"_Pragma is for the preprocessed check", "#define N _Pragma(\"unroll\")", ""},
 		{"asm", "__asm__(\"nop\");", "inline assembly"},
 	}
 	for _, tc := range tests {
@@ -62,6 +62,50 @@ func TestScanSource(t *testing.T) {
 			}
 			if tc.want == "" && !ok || tc.want != "" && !strings.Contains(got, tc.want) {
 				t.Errorf("scanSource = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckPragmas reads preprocessed text as clang -E writes it: line
+// markers, #pragma lines (a _Pragma expanded), the stand-in's lines skipped.
+func TestCheckPragmas(t *testing.T) {
+	helpers := "# 10 \"prelude_metal.h\"\nstatic inline float dgq_mul_rn(float a, float b) {\n%s return a * b;\n}\n" +
+		"static inline float dgq_add_rn(float a, float b) {\n%s return a + b;\n}\n"
+	both := "#pragma STDC FP_CONTRACT OFF\n# 11 \"prelude_metal.h\"\n#pragma METAL fp contract(off)\n# 11 \"prelude_metal.h\"\n"
+	std := "#pragma STDC FP_CONTRACT OFF\n"
+	file := "# 1 \"plan macos15 (MSL 3.2)\"\n#pragma METAL fp math_mode(safe)\n"
+	stdlib := "# 1 \"/tmp/x/metal_stdlib\"\n#pragma clang diagnostic push\n"
+	m13 := Target{MetalVersion: 300, Contract: []string{"STDC FP_CONTRACT OFF"}}
+	m15 := Target{MetalVersion: 320, FileScope: []string{"METAL fp math_mode(safe)"}, Contract: []string{"STDC FP_CONTRACT OFF", "METAL fp contract(off)"}}
+	tests := []struct {
+		name string
+		pp   string
+		tgt  Target
+		want string // "" when it passes
+	}{
+		{"macos13", stdlib + fmt.Sprintf(helpers, std, std), m13, ""},
+		{"macos15", stdlib + file + fmt.Sprintf(helpers, both, both), m15, ""},
+		{"macos15 pragmas under macos13", file + fmt.Sprintf(helpers, both, both), m13, ""},
+		{"missing in add", fmt.Sprintf(helpers, std, ""), m13, `"STDC FP_CONTRACT OFF" does not open the body of dgq_add_rn`},
+		{"metal's missing", file + fmt.Sprintf(helpers, std, std), m15, `"METAL fp contract(off)" does not open the body of dgq_mul_rn`},
+		{"file scope missing", fmt.Sprintf(helpers, both, both), m15, "does not reach the unit's file scope"},
+		{"file-scope pragma inside a function", fmt.Sprintf(helpers, both+"#pragma METAL fp math_mode(safe)\n", both), m15, "does not reach the unit's file scope"},
+		{"no helpers", "float f(float x) { return x; }\n", m13, "no definition of dgq_mul_rn"},
+		{"no helpers, no contract", "float f(float x) { return x; }\n", Target{MetalVersion: 300}, ""},
+		{"other pragma", "# 3 \"k.kern\"\n\n#pragma once\n", Target{}, `k.kern:4: error: pragma "once"`},
+		{"spacing folded", "#pragma  METAL  fp  contract ( off )\n", Target{}, ""},
+		{"stdlib's own pragma", stdlib, Target{}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := checkPragmas(tc.pp, tc.tgt, "metal_stdlib")
+			got := ""
+			if !ok {
+				got = d.String()
+			}
+			if tc.want == "" && !ok || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("checkPragmas = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -1,11 +1,11 @@
-package backendtest
+package conformance
 
 import (
 	"math"
 	"testing"
 )
 
-// The flushed-subnormal values Options.FlushSubnormals accepts for AddScale
+// The flushed-subnormal values Options.Numerics.FlushSubnormals accepts for AddScale
 // and Temper: every subnormal input and result is zero of its sign, the
 // rest IEEE f32.
 func TestFlushed(t *testing.T) {

@@ -1,10 +1,9 @@
-package backendtest
+package conformance
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/dgq-dev/dgq/runtime/backend"
 )
@@ -47,13 +46,13 @@ func visible(a backend.AttentionShape, t int) (lo, hi int) {
 	return lo, hi
 }
 
-func testAttention(t *testing.T, b, ref backend.Backend, o Options) {
+func testAttention(t T, b, ref backend.Backend, o Options, tol Tolerances) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	for _, c := range attnCases {
 		if o.skip(c.a.Heads >= 16 && c.a.HeadDim >= 256) { // the model's heads
 			continue
 		}
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.name, func(t T) {
 			a := c.a
 			hd := a.HeadDim
 			qw, kw := a.Heads*hd, a.KVHeads*hd
@@ -109,7 +108,7 @@ func testAttention(t *testing.T, b, ref backend.Backend, o Options) {
 						smax = max(smax, s)
 						vmax = max(vmax, vrow[j*a.KVHeads+h/group])
 					}
-					bound := AttentionRel * (1 + smax) * vmax
+					bound := (AttentionRel*(1+smax)+tol.Attention)*vmax + tol.SubnormalAbs
 					for d := range hd {
 						i := tq*qw + h*hd + d
 						r.within(i, float64(got[0][i]), float64(want[0][i]), bound)

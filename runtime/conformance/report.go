@@ -1,10 +1,9 @@
-package backendtest
+package conformance
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/dgq-dev/dgq/runtime/backend"
 )
@@ -17,7 +16,7 @@ const maxReports = 5
 // the place, the value, its reference and the bound, then their count, and
 // logs the worst error relative to its bound.
 type report struct {
-	t      *testing.T
+	t      T
 	op     string
 	name   string
 	at     func(i int) string // names index i; "[i]" when nil
@@ -27,7 +26,7 @@ type report struct {
 	alts   int // values that matched exactOr's alternative, not the reference
 }
 
-func newReport(t *testing.T, op, name string) *report {
+func newReport(t T, op, name string) *report {
 	return &report{t: t, op: op, name: name}
 }
 
@@ -126,7 +125,7 @@ func (r *report) done() {
 // runOp uploads each of in to a buffer of its own length on be, runs op on
 // those buffers and downloads them all (inputs as well as outputs, so an op
 // that writes where it should not is seen).
-func runOp(t *testing.T, be backend.Backend, what string, in [][]float32, op func(bufs []backend.Buf) error) [][]float32 {
+func runOp(t T, be backend.Backend, what string, in [][]float32, op func(bufs []backend.Buf) error) [][]float32 {
 	t.Helper()
 	bufs := make([]backend.Buf, len(in))
 	for i, v := range in {
@@ -144,7 +143,7 @@ func runOp(t *testing.T, be backend.Backend, what string, in [][]float32, op fun
 }
 
 // uploadWeight makes td resident on be.
-func uploadWeight(t *testing.T, be backend.Backend, td backend.TensorData) backend.Weight {
+func uploadWeight(t T, be backend.Backend, td backend.TensorData) backend.Weight {
 	t.Helper()
 	w, err := be.UploadWeight(td)
 	if err != nil {
@@ -155,7 +154,7 @@ func uploadWeight(t *testing.T, be backend.Backend, td backend.TensorData) backe
 }
 
 // mustEncode is Encode that fails the test on error.
-func mustEncode(t *testing.T, f formatDType, rows, k int, src []float32) backend.TensorData {
+func mustEncode(t T, f formatDType, rows, k int, src []float32) backend.TensorData {
 	t.Helper()
 	td, err := Encode(f.f, f.dt, rows, k, src)
 	if err != nil {
@@ -165,7 +164,7 @@ func mustEncode(t *testing.T, f formatDType, rows, k int, src []float32) backend
 }
 
 // dequantRef is the reference decoding of a weight ([Rows][K]).
-func dequantRef(t *testing.T, ref backend.Backend, w backend.Weight) []float32 {
+func dequantRef(t T, ref backend.Backend, w backend.Weight) []float32 {
 	t.Helper()
 	n := w.Rows() * w.Cols()
 	ob := mustBuf(t, ref, n, nil)

@@ -1,10 +1,9 @@
-package backendtest
+package conformance
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/dgq-dev/dgq/runtime/backend"
 )
@@ -12,7 +11,7 @@ import (
 // oneMinus is the largest float64 below 1.
 var oneMinus = math.Nextafter(1, 0)
 
-func testCategorical(t *testing.T, b, ref backend.Backend, o Options) {
+func testCategorical(t T, b, ref backend.Backend, o Options, tol Tolerances) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	inf := float32(math.Inf(-1))
 	type rowGen func(row []float32)
@@ -63,7 +62,7 @@ func testCategorical(t *testing.T, b, ref backend.Backend, o Options) {
 		if o.skip(c.v > 1<<16) {
 			continue
 		}
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.name, func(t T) {
 			// Each generator with each special uniform and a random one;
 			// at V=262144 only one row of each.
 			var z []float32
@@ -96,7 +95,7 @@ func testCategorical(t *testing.T, b, ref backend.Backend, o Options) {
 				if same(got[row], want[row]) {
 					continue
 				}
-				ok, why := nearBoundary(z[row*c.v:(row+1)*c.v], u[row], got[row], want[row])
+				ok, why := nearBoundary(z[row*c.v:(row+1)*c.v], u[row], got[row], want[row], tol.Categorical)
 				if !ok {
 					r.errorf("row %d (u=%.17g): drew %g, want %g: %s", row, u[row], got[row], want[row], why)
 					continue
@@ -115,9 +114,10 @@ func testCategorical(t *testing.T, b, ref backend.Backend, o Options) {
 }
 
 // nearBoundary reports whether drawing g instead of the reference's w is
-// tolerated for a row of logits z and uniform u (CategoricalRel), and why.
+// tolerated for a row of logits z and uniform u (CategoricalRel plus the
+// math term rel, Tolerances.Categorical), and why.
 // The weights and their cumulative sums are float64, as the reference's.
-func nearBoundary(z []float32, u float64, gf, wf float32) (bool, string) {
+func nearBoundary(z []float32, u float64, gf, wf float32, rel float64) (bool, string) {
 	g, w := int(gf), int(wf)
 	if float32(g) != gf || g < 0 || g >= len(z) {
 		return false, "not an index of the row"
@@ -145,6 +145,6 @@ func nearBoundary(z []float32, u float64, gf, wf float32) (bool, string) {
 		c = cum[g]
 	}
 	e := math.Abs(target - c)
-	why := fmt.Sprintf("target u·Σw = %.17g, cumulative weight at the far boundary %.17g (Σw %.17g): |target − c| = %.3g, bound %.3g", target, c, s, e, CategoricalRel*c)
-	return e <= CategoricalRel*c, why
+	why := fmt.Sprintf("target u·Σw = %.17g, cumulative weight at the far boundary %.17g (Σw %.17g): |target − c| = %.3g, bound %.3g", target, c, s, e, (CategoricalRel+rel)*c)
+	return e <= (CategoricalRel+rel)*c, why
 }

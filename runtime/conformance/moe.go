@@ -1,11 +1,10 @@
-package backendtest
+package conformance
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"testing"
 
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/runtime/backend"
@@ -45,7 +44,7 @@ func uniformVec(rng *rand.Rand, n int, lo, hi float64) []float32 {
 	return v
 }
 
-func testMoE(t *testing.T, b, ref backend.Backend, o Options) {
+func testMoE(t T, b, ref backend.Backend, o Options) {
 	rng := rand.New(rand.NewPCG(29, 30))
 	bf16 := formatDType{codecs.Raw, codecs.BF16}
 	q4 := formatDType{codecs.Q4, codecs.BF16}
@@ -96,7 +95,7 @@ func testMoE(t *testing.T, b, ref backend.Backend, o Options) {
 		}
 		for _, wf := range [][2]formatDType{{bf16, bf16}, {q4, downFmt}} {
 			name := fmt.Sprintf("E=%d/K=%d/H=%d/F=%d/rows=%d/gate_up=%s/down=%s", E, K, H, F, rows, wf[0], wf[1])
-			t.Run(name, func(t *testing.T) {
+			t.Run(name, func(t T) {
 				gtd := mustEncode(t, wf[0], E*2*F, H, gateUp)
 				dtd := mustEncode(t, wf[1], E*H, F, down)
 				run := func(be backend.Backend, rw backend.Weight) [][]float32 {

@@ -1,10 +1,9 @@
-package backendtest
+package conformance
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/runtime/backend"
@@ -13,7 +12,7 @@ import (
 // embedScale is the model's embedding scale √2816 in f32.
 var embedScale = float32(math.Sqrt(2816))
 
-func testEmbed(t *testing.T, b, ref backend.Backend, o Options) {
+func testEmbed(t T, b, ref backend.Backend, o Options) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	type tableCase struct {
 		rows, h int
@@ -36,7 +35,7 @@ func testEmbed(t *testing.T, b, ref backend.Backend, o Options) {
 			}
 			tried[fd] = true
 			name := fmt.Sprintf("%s/%dx%d", fd, c.rows, c.h)
-			t.Run(name, func(t *testing.T) {
+			t.Run(name, func(t T) {
 				td := mustEncode(t, fd, c.rows, c.h, src)
 				wr, wb := uploadWeight(t, ref, td), uploadWeight(t, b, td)
 				n := min(9, 2*c.rows+1)
@@ -102,7 +101,7 @@ func softmax64(z []float32) []float64 {
 	return p
 }
 
-func testSoftEmbed(t *testing.T, b, ref backend.Backend) {
+func testSoftEmbed(t T, b, ref backend.Backend, tol Tolerances) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	cases := []struct {
 		v, h, rows int
@@ -119,7 +118,7 @@ func testSoftEmbed(t *testing.T, b, ref backend.Backend) {
 				t.Fatalf("SoftEmbed: %s does not fit %d×%d", fd, c.v, c.h)
 			}
 			name := fmt.Sprintf("%s/V=%d/H=%d/rows=%d", fd, c.v, c.h, c.rows)
-			t.Run(name, func(t *testing.T) {
+			t.Run(name, func(t T) {
 				td := mustEncode(t, fd, c.v, c.h, src)
 				wr, wb := uploadWeight(t, ref, td), uploadWeight(t, b, td)
 				table := dequantRef(t, ref, wr)
@@ -155,7 +154,7 @@ func testSoftEmbed(t *testing.T, b, ref backend.Backend) {
 						}
 					}
 					for i := range c.h {
-						bound := (SoftEmbedRel + SoftmaxRel) * math.Abs(float64(c.scale)) * mag[i]
+						bound := (SoftEmbedRel+SoftmaxRel+tol.Softmax)*math.Abs(float64(c.scale))*mag[i] + tol.SubnormalAbs
 						k := row*c.h + i
 						r.within(k, float64(got[0][k]), float64(want[0][k]), bound)
 					}

@@ -1,10 +1,9 @@
-package backendtest
+package conformance
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/dgq-dev/dgq/runtime/backend"
 )
@@ -19,7 +18,7 @@ func randBits(rng *rand.Rand, n int) []float32 {
 	return v
 }
 
-func testCopy(t *testing.T, b, ref backend.Backend) {
+func testCopy(t T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	cases := []struct {
 		name              string
@@ -38,7 +37,7 @@ func testCopy(t *testing.T, b, ref backend.Backend) {
 		{"self-odd", 2816*2 + 5, 0, 2816 + 5, 1, 2816},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.name, func(t T) {
 			src := randBits(rng, c.srcLen)
 			copy(src, specials)
 			in := [][]float32{src}
@@ -65,7 +64,7 @@ func testCopy(t *testing.T, b, ref backend.Backend) {
 	}
 }
 
-func testAddScale(t *testing.T, b, ref backend.Backend, o Options) {
+func testAddScale(t T, b, ref backend.Backend, o Options) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	type input struct {
 		name string
@@ -101,7 +100,7 @@ func testAddScale(t *testing.T, b, ref backend.Backend, o Options) {
 			want, got := run(ref), run(b)
 			r := newReport(t, "AddScale", name)
 			r.at = func(i int) string { return fmt.Sprintf("x[%d] (x=%g, y=%g)", i, at(in.x, i), at(in.y, i)) }
-			if o.FlushSubnormals {
+			if o.Numerics.FlushSubnormals {
 				for i := range want[0] {
 					r.exactOr(i, got[0][i], want[0][i], addScaleFlushed(at(in.x, i), at(in.y, i), s, i < n))
 				}
@@ -159,7 +158,7 @@ func geluRef(x float32) float64 {
 	return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
 }
 
-func testGeluMul(t *testing.T, b, ref backend.Backend) {
+func testGeluMul(t T, b, ref backend.Backend, tol Tolerances) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	// Fixed gate values: zero, the tails (large negative x, where 1 + tanh
 	// cancels, and large positive) and the knee.
@@ -189,7 +188,7 @@ func testGeluMul(t *testing.T, b, ref backend.Backend) {
 		r := newReport(t, "GeluMul", name)
 		r.at = func(i int) string { return fmt.Sprintf("g[%d] (x=%g, u=%g)", i, g[i], u[i]) }
 		for i := range n {
-			bound := (GeluMulRel*math.Abs(geluRef(g[i])) + GeluMulAbs*math.Abs(float64(g[i]))) * math.Abs(float64(u[i]))
+			bound := (GeluMulRel*math.Abs(geluRef(g[i])) + (GeluMulAbs+tol.GeluMul)*math.Abs(float64(g[i]))) * math.Abs(float64(u[i]))
 			r.within(i, float64(got[0][i]), float64(want[0][i]), bound)
 		}
 		r.at = nil
@@ -202,7 +201,7 @@ func testGeluMul(t *testing.T, b, ref backend.Backend) {
 	}
 }
 
-func testTemper(t *testing.T, b, ref backend.Backend, o Options) {
+func testTemper(t T, b, ref backend.Backend, o Options) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	for _, n := range []int{1, 7, len(specials), 1000, 262144} {
 		x := randVec(rng, n)
@@ -227,7 +226,7 @@ func testTemper(t *testing.T, b, ref backend.Backend, o Options) {
 			want, got := run(ref), run(b)
 			r := newReport(t, "Temper", name)
 			r.at = func(i int) string { return fmt.Sprintf("[%d] (z=%g)", i, at(x, i)) }
-			if o.FlushSubnormals {
+			if o.Numerics.FlushSubnormals {
 				for i := range want[0] {
 					r.exactOr(i, got[0][i], want[0][i], temperFlushed(at(x, i), T, i < n))
 				}
@@ -239,7 +238,7 @@ func testTemper(t *testing.T, b, ref backend.Backend, o Options) {
 	}
 }
 
-func testRoundBF16(t *testing.T, b, ref backend.Backend) {
+func testRoundBF16(t T, b, ref backend.Backend) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	// Ties (to even, up and down), values just either side of a tie, the
 	// largest finite float (rounds to infinity), denormals.
