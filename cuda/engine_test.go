@@ -2,13 +2,11 @@ package cuda
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/dgq-dev/dgq/dgq"
@@ -283,12 +281,8 @@ func lockstepLine(r *checks.LockstepReport) string {
 }
 
 // bf16Lockstep derives the lockstep tolerances of the bf16 precision from
-// transformers in bfloat16 on the trained checkpoint: logits within the
-// largest bf16 parity bound of the logits tensors (F64Multiple times
-// transformers' own bf16 distance to float64), routing flips at CPU
-// margins within F64Multiple times the largest float64 margin at which
-// transformers' bf16 routed a token otherwise than its float64 in the
-// first rerouting layer (reference.json "bf16", testdata/tools/hf_bf16.py).
+// transformers in bfloat16 on the trained checkpoint (check.LockstepBF16 of
+// the pack's bf16 parity against testdata/trained's reference).
 func bf16Lockstep(t *testing.T, e *model.Engine) checks.LockstepTol {
 	t.Helper()
 	ref := filepath.Join("..", "testdata", "trained")
@@ -298,27 +292,10 @@ func bf16Lockstep(t *testing.T, e *model.Engine) checks.LockstepTol {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tol checks.LockstepTol
-	for _, c := range r.Cases {
-		if strings.HasPrefix(c.Name, "logits") {
-			tol.Logit = max(tol.Logit, c.Tolerance)
-		}
-	}
-	raw, err := os.ReadFile(filepath.Join(ref, "reference.json"))
+	tol, err := checks.LockstepBF16(r, ref)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the trained reference lacks transformers' bf16 results: %v", err)
 	}
-	var meta struct {
-		BF16 struct {
-			Routing struct {
-				MaxCauseMargin *float64 `json:"max_cause_margin"`
-			} `json:"routing_vs_f64"`
-		} `json:"bf16"`
-	}
-	if err := json.Unmarshal(raw, &meta); err != nil || meta.BF16.Routing.MaxCauseMargin == nil || !r.Judged || tol.Logit == 0 {
-		t.Fatalf("the trained reference lacks transformers' bf16 results (%v; judged %v: %s)", err, r.Judged, r.NoVerdict)
-	}
-	tol.Router = checks.F64Multiple * *meta.BF16.Routing.MaxCauseMargin
 	return tol
 }
 

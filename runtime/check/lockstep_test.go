@@ -2,10 +2,13 @@ package check
 
 import (
 	"context"
+	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/dgq-dev/dgq/dgq/testmodel"
 	"github.com/dgq-dev/dgq/runtime/generate"
 	"github.com/dgq-dev/dgq/runtime/model"
 )
@@ -94,5 +97,39 @@ func TestLockstepCompare(t *testing.T) {
 				t.Errorf("rerouted, rows, argmax, argmax unexplained, draw, draw unexplained, mask = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// LockstepBF16 takes the logits bound from a bf16 verdict and twice
+// transformers' largest bf16 cause margin from the reference; without a
+// bf16 verdict, or a reference without those results, there are no
+// tolerances.
+func TestLockstepBF16(t *testing.T) {
+	ref := t.TempDir()
+	if err := testmodel.WriteReference(ref); err != nil {
+		t.Fatal(err)
+	}
+	judged := &ParityReport{Judged: true, Anchor: "bf16", Cases: []ParityCase{
+		{Name: "logits1", Tolerance: 30}, {Name: "logits3", Tolerance: 41}, {Name: "prefill_last_hidden", Tolerance: 99},
+		{Name: "logits2", Tolerance: math.Inf(1)}}}
+	tol, err := LockstepBF16(judged, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tol.Logit != 41 || math.Abs(tol.Router-F64Multiple*0.023119477726756876) > 1e-12 {
+		t.Errorf("tolerances %+v", tol)
+	}
+	for _, r := range []*ParityReport{
+		{Judged: false, NoVerdict: "other weights"},
+		{Judged: true, Anchor: "f64", Cases: judged.Cases},
+		{Judged: true, Anchor: "bf16"}, // no logits bound
+	} {
+		if _, err := LockstepBF16(r, ref); !errors.Is(err, ErrNoVerdict) {
+			t.Errorf("LockstepBF16(%+v) = %v, want ErrNoVerdict", r, err)
+		}
+	}
+	trained := filepath.Join("..", "..", "testdata", "trained")
+	if _, err := LockstepBF16(judged, trained); err != nil {
+		t.Errorf("the trained reference: %v", err)
 	}
 }
