@@ -210,16 +210,11 @@ func (r *runner) parity(ctx context.Context) (Part, error) {
 
 // parityOf runs one pack's parity.
 func (r *runner) parityOf(ctx context.Context, profile string, bounds check.Bounds) (*ParityResult, error) {
-	m, closePack, err := r.pack(ctx, profile)
+	e, done, err := r.engine(ctx, profile)
 	if err != nil {
 		return nil, err
 	}
-	defer closePack()
-	e, err := model.NewEngine(m, r.b)
-	if err != nil {
-		return nil, err
-	}
-	defer e.Close()
+	defer done()
 	rep, err := check.Parity(e, r.ref, bounds)
 	if err != nil {
 		return nil, err
@@ -280,16 +275,11 @@ func (r *runner) lockstep(ctx context.Context) (Part, error) {
 	if r.o.Quick {
 		runs = runs[:1]
 	}
-	m, closePack, err := r.pack(ctx, "bf16")
+	e, done, err := r.engine(ctx, "bf16")
 	if err != nil {
 		return p, err
 	}
-	defer closePack()
-	e, err := model.NewEngine(m, r.b)
-	if err != nil {
-		return p, err
-	}
-	defer e.Close()
+	defer done()
 	tol, err := r.lockstepTol(e)
 	if err != nil {
 		p.Pass = false

@@ -217,6 +217,21 @@ func (r *runner) pack(ctx context.Context, profile string) (*model.Model, func()
 	return m, func() { pk.Close() }, nil
 }
 
+// engine is an Engine of the embedded checkpoint's pack of profile on the
+// backend; done closes both.
+func (r *runner) engine(ctx context.Context, profile string) (*model.Engine, func(), error) {
+	m, closePack, err := r.pack(ctx, profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := model.NewEngine(m, r.b)
+	if err != nil {
+		closePack()
+		return nil, nil, err
+	}
+	return e, func() { e.Close(); closePack() }, nil
+}
+
 type nopProgress struct{}
 
 func (nopProgress) Start(string, int64) {}

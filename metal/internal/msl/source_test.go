@@ -110,3 +110,22 @@ func TestCheckPragmas(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCheckPragmas: the pragma scan of preprocessed text never panics, and
+// a text it passes under a target with contraction pragmas defines both
+// rounding helpers.
+func FuzzCheckPragmas(f *testing.F) {
+	f.Add("# 10 \"prelude_metal.h\"\nstatic inline float dgq_mul_rn(float a, float b) {\n#pragma STDC FP_CONTRACT OFF\n return a * b;\n}\n", true)
+	f.Add("# 1 \"x\" 3\n#pragma METAL fp math_mode(safe)\n{{{}}}\n#line 7 \"k.kern\"\n#pragma unroll 4\n", false)
+	f.Add("dgq_add_rn(float a, float b) { return a; }\n#pragma\n#", true)
+	f.Fuzz(func(t *testing.T, pp string, contract bool) {
+		tgt := Target{MetalVersion: 320, FileScope: []string{"METAL fp math_mode(safe)"}}
+		if contract {
+			tgt.Contract = []string{"STDC FP_CONTRACT OFF"}
+		}
+		if _, ok := checkPragmas(pp, tgt, "metal_stdlib"); ok && contract &&
+			!(strings.Contains(pp, "dgq_mul_rn") && strings.Contains(pp, "dgq_add_rn")) {
+			t.Errorf("passed without the rounding helpers: %q", pp)
+		}
+	})
+}
