@@ -241,22 +241,22 @@ func (r *runner) parityOf(ctx context.Context, profile string, bounds check.Boun
 
 // LockstepResult is one seeded generation in lockstep with the CPU.
 type LockstepResult struct {
-	Seed           uint64  `json:"seed"`
-	Pass           bool    `json:"pass"`
-	Steps          int     `json:"steps"`
-	Positions      int     `json:"positions"`
-	RoutesCompared bool    `json:"routes_compared"`
-	Rerouted       int     `json:"rerouted"`
-	Disturbed      int     `json:"disturbed"`
+	Seed           uint64 `json:"seed"`
+	Pass           bool   `json:"pass"`
+	Steps          int    `json:"steps"`
+	Positions      int    `json:"positions"`
+	RoutesCompared bool   `json:"routes_compared"`
+	Rerouted       int    `json:"rerouted"`
+	Disturbed      int    `json:"disturbed"`
 	// Compared counts the positions neither rerouted nor disturbed, whose
 	// logits were held to the precision's tolerance (the others are
 	// explained by their routing, itself checked against the margins).
-	Compared int `json:"compared"`
-	MaxLogitDiff   float64 `json:"max_logit_diff"`
-	Argmax         int     `json:"argmax_flips"`
-	Draw           int     `json:"draw_flips"`
-	Mask           int     `json:"mask_flips"`
-	Unexplained    int     `json:"unexplained"`
+	Compared     int     `json:"compared"`
+	MaxLogitDiff float64 `json:"max_logit_diff"`
+	Argmax       int     `json:"argmax_flips"`
+	Draw         int     `json:"draw_flips"`
+	Mask         int     `json:"mask_flips"`
+	Unexplained  int     `json:"unexplained"`
 }
 
 // lockstepPrompt is a prompt of the tiny checkpoint's vocabulary.
