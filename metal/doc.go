@@ -18,13 +18,22 @@
 //
 // The real engine is DeviceEngine (OpenDevice; *_darwin.go): Shared and
 // no-copy buffers, kernels compiled from Metal source (Options.Source,
-// UnitSource by default) with safe math and cached per (unit, kernel),
-// dispatches batched into one command buffer per Sync. Off macOS OpenDevice
-// fails with ErrUnavailable.
+// UnitSourceFor by default) under the compile plan of the system it runs on
+// (plan.go: the language version, safe math, the contraction pragmas) and
+// cached per (unit, kernel), compiler warnings kept and a pipeline's SIMD
+// width checked, dispatches batched into one command buffer per Sync. It
+// reports AppleGPU, what MSL allows the GPU's arithmetic (numerics.go). Off
+// macOS OpenDevice fails with ErrUnavailable.
+//
+// The backend's diagnostics (diagnostics.go: DeviceInfo, KernelReport,
+// ProbeArithmetic with probe.go) are what dgq selftest reports.
 //
 // The host engine (HostEngine: host_engine.go, host_build.go,
-// host_launch.go, host_sanitize.go, the C runtimes in hostrt/) and the strict
-// check of the kernels' Metal text (internal/msl) are described in
-// docs/metal-host.md; dispatch.go and errors.go hold the argument checks and
-// the sentinel errors both engines share.
+// host_launch.go, host_sanitize.go, the C runtimes in hostrt/; AppleHost
+// runs it as MSL allows a GPU to compute, at its limits) and the strict
+// check of the kernels' Metal text under every compile plan (internal/msl)
+// are described in docs/metal-host.md; dispatch.go and errors.go hold the
+// argument checks and the sentinel errors both engines share. A build with
+// the test-only tag dgq_metalhost registers the backend over the host engine
+// (register_hostengine.go) instead of the device.
 package metal
