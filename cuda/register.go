@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -30,7 +29,7 @@ func openRegistered(c api.Config) (api.Backend, error) {
 	if err != nil {
 		return nil, errors.Join(err, d.Close())
 	}
-	return &ownedBackend{Backend: b, d: d}, nil
+	return &ownedBackend{backend: b.(*backend), device: d}, nil
 }
 
 // optionsFor maps a runtime backend config to Options: its precision ("" or
@@ -45,22 +44,12 @@ func optionsFor(c api.Config) (Options, error) {
 	return Options{}, fmt.Errorf("%w: cuda precision %q (valid: f32, bf16)", api.ErrUnknown, c.Precision)
 }
 
-// ownedBackend closes its device with itself.
+// ownedBackend closes its device with itself. It embeds the concrete
+// backend, so that every optional interface the backend implements
+// (api.RouteRecorder, the diagnostics) is the owned backend's too.
 type ownedBackend struct {
-	api.Backend
-	d *Device
+	*backend
+	device *Device
 }
 
-func (o *ownedBackend) Close() error { return errors.Join(o.Backend.Close(), o.d.Close()) }
-
-// RecordRoutes forwards to the backend's (api.RouteRecorder): embedding
-// the interface would hide it.
-func (o *ownedBackend) RecordRoutes(r *api.Routes) { o.Backend.(*backend).RecordRoutes(r) }
-
-// DeviceInfo forwards to the backend's (api.DeviceDescriber).
-func (o *ownedBackend) DeviceInfo() api.DeviceInfo { return o.Backend.(*backend).DeviceInfo() }
-
-// KernelReport forwards to the backend's (api.KernelReporter).
-func (o *ownedBackend) KernelReport(ctx context.Context) (*api.KernelReport, error) {
-	return o.Backend.(*backend).KernelReport(ctx)
-}
+func (o *ownedBackend) Close() error { return errors.Join(o.backend.Close(), o.device.Close()) }

@@ -20,6 +20,7 @@ var (
 	_ api.DeviceDescriber = (*ownedBackend)(nil)
 	_ api.KernelReporter  = (*backend)(nil)
 	_ api.KernelReporter  = (*ownedBackend)(nil)
+	_ api.RouteRecorder   = (*ownedBackend)(nil)
 )
 
 // Function attributes (CUfunction_attribute).

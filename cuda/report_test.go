@@ -140,7 +140,7 @@ func TestDeviceInfo(t *testing.T) {
 	d, _ := device(t)
 	b := newBackend(d, Options{Precision: PrecisionBF16})
 	defer b.Close()
-	i := (&ownedBackend{Backend: b}).DeviceInfo()
+	i := (&ownedBackend{backend: b}).DeviceInfo()
 	t.Logf("%+v", i)
 	if own := b.DeviceInfo(); !reflect.DeepEqual(own, i) {
 		t.Errorf("owned backend's DeviceInfo %+v, backend's %+v", i, own)

@@ -90,9 +90,6 @@ func (o HostOptions) numerics() backend.Numerics {
 		n = AppleGPU
 	}
 	n.FlushSubnormals = o.FlushSubnormals
-	if !o.SpecMath && o.FlushSubnormals {
-		n.Source += "; subnormals flushed"
-	}
 	return n
 }
 
@@ -276,9 +273,14 @@ func newHostBuilder(ctx context.Context, cl msl.Clang, dir string, opts HostOpti
 	return b, nil
 }
 
-// runtimeFlags are the runtime's options for b's HostOptions.
+// runtimeFlags are the runtime's options for b's HostOptions, and the bounds
+// of hostrt/specmath.c's functions: AppleGPU's, the numerics a SpecMath
+// engine reports.
 func (b *hostBuilder) runtimeFlags() []string {
-	var f []string
+	u := AppleGPU.ULP
+	f := []string{fmt.Sprintf("-DDGQ_SPEC_ULP_EXP=%g", u.Exp), fmt.Sprintf("-DDGQ_SPEC_ULP_LOG=%g", u.Log),
+		fmt.Sprintf("-DDGQ_SPEC_ULP_TANH=%g", u.Tanh), fmt.Sprintf("-DDGQ_SPEC_ULP_SIN=%g", u.Sin),
+		fmt.Sprintf("-DDGQ_SPEC_ULP_COS=%g", u.Cos)}
 	if b.opts.FlushSubnormals {
 		f = append(f, "-DDGQ_RT_FLUSH")
 	}

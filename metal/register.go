@@ -1,7 +1,6 @@
 package metal
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -40,29 +39,22 @@ func openRegistered(c backend.Config) (backend.Backend, error) {
 	if err != nil {
 		return nil, errors.Join(err, e.Close())
 	}
-	return &ownedBackend{Backend: b, e: e}, nil
+	return &ownedBackend{metalBackend: b.(*metalBackend), engine: e}, nil
 }
 
-// ownedBackend closes its engine with itself.
+// ownedBackend closes its engine with itself. It embeds the concrete
+// backend, so that every optional interface the backend implements
+// (backend.RouteRecorder, the diagnostics) is the owned backend's too.
+var (
+	_ backend.RouteRecorder    = (*ownedBackend)(nil)
+	_ backend.DeviceDescriber  = (*ownedBackend)(nil)
+	_ backend.KernelReporter   = (*ownedBackend)(nil)
+	_ backend.ArithmeticProber = (*ownedBackend)(nil)
+)
+
 type ownedBackend struct {
-	backend.Backend
-	e Engine
+	*metalBackend
+	engine Engine
 }
 
-func (o *ownedBackend) Close() error { return errors.Join(o.Backend.Close(), o.e.Close()) }
-
-// RecordRoutes forwards to the backend's (backend.RouteRecorder):
-// embedding the interface would hide it.
-func (o *ownedBackend) RecordRoutes(r *backend.Routes) { o.Backend.(*metalBackend).RecordRoutes(r) }
-
-// DeviceInfo, KernelReport and ProbeArithmetic forward to the backend's
-// (runtime/backend's optional diagnostics), which embedding would hide.
-func (o *ownedBackend) DeviceInfo() backend.DeviceInfo { return o.Backend.(*metalBackend).DeviceInfo() }
-
-func (o *ownedBackend) KernelReport(ctx context.Context) (*backend.KernelReport, error) {
-	return o.Backend.(*metalBackend).KernelReport(ctx)
-}
-
-func (o *ownedBackend) ProbeArithmetic() (*backend.Arithmetic, error) {
-	return o.Backend.(*metalBackend).ProbeArithmetic()
-}
+func (o *ownedBackend) Close() error { return errors.Join(o.metalBackend.Close(), o.engine.Close()) }

@@ -4,7 +4,10 @@
 // run as if on a GPU at the bounds of MSL Table 8.1 — exp, log, sin, cos
 // within 4 ulp, tanh within 5, sqrt, rsqrt and division correctly rounded —
 // not better. metal_stdlib.h's precise:: (and plain and fast::) functions
-// call them in that mode.
+// call them in that mode. The bounds come from the Go side, metal.AppleGPU
+// (the host build defines DGQ_SPEC_ULP_*), so what the engine reports and
+// what it computes cannot part; Table 8.1's exp2 and log2 bounds are exp's
+// and log's. tan and pow, which no kernel calls, stay libm's in every mode.
 //
 // The exact result is libm's double-precision value of the f32 argument
 // (its error, under one double ulp, is 2⁻²⁹ of an f32 ulp). An ulp of a real
@@ -19,6 +22,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#if !defined(DGQ_SPEC_ULP_EXP) || !defined(DGQ_SPEC_ULP_LOG) || !defined(DGQ_SPEC_ULP_TANH) || \
+    !defined(DGQ_SPEC_ULP_SIN) || !defined(DGQ_SPEC_ULP_COS)
+#error "the host build defines DGQ_SPEC_ULP_* from metal.AppleGPU"
+#endif
 
 // dgq_spec_side is the sign of the error for argument bits b of function f:
 // +1 or −1.
@@ -47,16 +55,14 @@ static float dgq_spec_at(double exact, double n, int side) {
 	return f;
 }
 
-// The functions, with the bound of Table 8.1 each.
-float dgq_spec_exp(float x) { return dgq_spec_at(exp((double)x), 4, dgq_spec_side(x, 1)); }
-float dgq_spec_exp2(float x) { return dgq_spec_at(exp2((double)x), 4, dgq_spec_side(x, 2)); }
-float dgq_spec_log(float x) { return dgq_spec_at(log((double)x), 4, dgq_spec_side(x, 3)); }
-float dgq_spec_log2(float x) { return dgq_spec_at(log2((double)x), 4, dgq_spec_side(x, 4)); }
-float dgq_spec_tanh(float x) { return dgq_spec_at(tanh((double)x), 5, dgq_spec_side(x, 5)); }
-float dgq_spec_cos(float x) { return dgq_spec_at(cos((double)x), 4, dgq_spec_side(x, 6)); }
-float dgq_spec_sin(float x) { return dgq_spec_at(sin((double)x), 4, dgq_spec_side(x, 7)); }
-float dgq_spec_tan(float x) { return dgq_spec_at(tan((double)x), 6, dgq_spec_side(x, 8)); }
-float dgq_spec_pow(float x, float y) { return dgq_spec_at(pow((double)x, (double)y), 16, dgq_spec_side(x + y, 9)); }
+// The functions, each at its bound.
+float dgq_spec_exp(float x) { return dgq_spec_at(exp((double)x), DGQ_SPEC_ULP_EXP, dgq_spec_side(x, 1)); }
+float dgq_spec_exp2(float x) { return dgq_spec_at(exp2((double)x), DGQ_SPEC_ULP_EXP, dgq_spec_side(x, 2)); }
+float dgq_spec_log(float x) { return dgq_spec_at(log((double)x), DGQ_SPEC_ULP_LOG, dgq_spec_side(x, 3)); }
+float dgq_spec_log2(float x) { return dgq_spec_at(log2((double)x), DGQ_SPEC_ULP_LOG, dgq_spec_side(x, 4)); }
+float dgq_spec_tanh(float x) { return dgq_spec_at(tanh((double)x), DGQ_SPEC_ULP_TANH, dgq_spec_side(x, 5)); }
+float dgq_spec_cos(float x) { return dgq_spec_at(cos((double)x), DGQ_SPEC_ULP_COS, dgq_spec_side(x, 6)); }
+float dgq_spec_sin(float x) { return dgq_spec_at(sin((double)x), DGQ_SPEC_ULP_SIN, dgq_spec_side(x, 7)); }
 
 // rsqrt is correctly rounded in Table 8.1: the double value rounded once to
 // f32 (correctly rounded unless 1/√x lies within a double ulp of a midpoint

@@ -79,32 +79,62 @@ func (o Options) skip(huge bool) bool { return o.Small && huge }
 // compute (OptionsFor).
 func Run(t T, b backend.Backend) { RunOpts(t, b, OptionsFor(b.Caps(), false)) }
 
-// RunOpts runs the conformance suite on b as o selects.
+// RunOpts runs the conformance suite on b as o selects: one top-level test
+// per entry of tests (Ops lists their names).
 func RunOpts(t T, b backend.Backend, o Options) {
 	ref := cpu.New(0)
 	defer ref.Close()
-	tol := TolerancesFor(o.Numerics, ref.Caps().Numerics)
-	t.Run("Buffers", func(t T) { testBuffers(t, b) })
-	t.Run("RMSNorm", func(t T) { testRMSNorm(t, b, ref, tol) })
-	t.Run("Dequant", func(t T) { testWeights(t, b, ref, false, o) })
-	t.Run("MatMulNT", func(t T) { testWeights(t, b, ref, true, o) })
-	t.Run("RoPE", func(t T) { testRoPE(t, b, ref, tol) })
-	t.Run("Softcap", func(t T) { testSoftcap(t, b, ref, tol) })
-	t.Run("RowStats", func(t T) { testRowStats(t, b, ref, o, tol) })
-	t.Run("Copy", func(t T) { testCopy(t, b, ref) })
-	t.Run("AddScale", func(t T) { testAddScale(t, b, ref, o) })
-	t.Run("GeluMul", func(t T) { testGeluMul(t, b, ref, tol) })
-	t.Run("Temper", func(t T) { testTemper(t, b, ref, o) })
-	t.Run("RoundBF16", func(t T) { testRoundBF16(t, b, ref) })
-	t.Run("Embed", func(t T) { testEmbed(t, b, ref, o) })
-	t.Run("SoftEmbed", func(t T) { testSoftEmbed(t, b, ref, tol) })
-	t.Run("Attention", func(t T) { testAttention(t, b, ref, o, tol) })
-	t.Run("MoE", func(t T) { testMoE(t, b, ref, o) })
-	t.Run("Categorical", func(t T) { testCategorical(t, b, ref, o, tol) })
-	t.Run("Errors", func(t T) { testErrors(t, b) })
+	s := suite{b: b, ref: ref, o: o, tol: TolerancesFor(o.Numerics, ref.Caps().Numerics)}
+	for _, c := range tests {
+		t.Run(c.name, func(t T) { c.run(t, s) })
+	}
 	if err := b.Sync(); err != nil {
 		t.Errorf("Sync: %v", err)
 	}
+}
+
+// suite is what every top-level test gets: the backend under test, the CPU
+// reference, the options and the tolerances derived from them.
+type suite struct {
+	b   backend.Backend
+	ref *cpu.Backend
+	o   Options
+	tol Tolerances
+}
+
+// tests are the suite's top-level tests, in order.
+var tests = []struct {
+	name string
+	run  func(t T, s suite)
+}{
+	{"Buffers", func(t T, s suite) { testBuffers(t, s.b) }},
+	{"RMSNorm", func(t T, s suite) { testRMSNorm(t, s.b, s.ref, s.tol) }},
+	{"Dequant", func(t T, s suite) { testWeights(t, s.b, s.ref, false, s.o) }},
+	{"MatMulNT", func(t T, s suite) { testWeights(t, s.b, s.ref, true, s.o) }},
+	{"RoPE", func(t T, s suite) { testRoPE(t, s.b, s.ref, s.tol) }},
+	{"Softcap", func(t T, s suite) { testSoftcap(t, s.b, s.ref, s.tol) }},
+	{"RowStats", func(t T, s suite) { testRowStats(t, s.b, s.ref, s.o, s.tol) }},
+	{"Copy", func(t T, s suite) { testCopy(t, s.b, s.ref) }},
+	{"AddScale", func(t T, s suite) { testAddScale(t, s.b, s.ref, s.o) }},
+	{"GeluMul", func(t T, s suite) { testGeluMul(t, s.b, s.ref, s.tol) }},
+	{"Temper", func(t T, s suite) { testTemper(t, s.b, s.ref, s.o) }},
+	{"RoundBF16", func(t T, s suite) { testRoundBF16(t, s.b, s.ref) }},
+	{"Embed", func(t T, s suite) { testEmbed(t, s.b, s.ref, s.o) }},
+	{"SoftEmbed", func(t T, s suite) { testSoftEmbed(t, s.b, s.ref, s.tol) }},
+	{"Attention", func(t T, s suite) { testAttention(t, s.b, s.ref, s.o, s.tol) }},
+	{"MoE", func(t T, s suite) { testMoE(t, s.b, s.ref, s.o) }},
+	{"Categorical", func(t T, s suite) { testCategorical(t, s.b, s.ref, s.o, s.tol) }},
+	{"Errors", func(t T, s suite) { testErrors(t, s.b) }},
+}
+
+// Ops lists the suite's top-level tests by name, in the order RunOpts runs
+// them (a progress display counts them).
+func Ops() []string {
+	names := make([]string, len(tests))
+	for i, c := range tests {
+		names[i] = c.name
+	}
+	return names
 }
 
 // entropySensitivity measures, in float64, what the math functions'

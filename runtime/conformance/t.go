@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"time"
 )
 
 // T is what the suite needs of a test: a *testing.T (through
@@ -27,13 +26,11 @@ type T interface {
 }
 
 // Result is one test of a recorded run: its name (subtests joined with
-// "/"), whether it failed, its messages in order (failures and logs) and
-// how long it took.
+// "/"), whether it failed, and its messages in order (failures and logs).
 type Result struct {
 	Name     string
 	Failed   bool
 	Messages []string
-	Elapsed  time.Duration
 }
 
 // Recorder is a T that records instead of printing: every test and subtest
@@ -61,17 +58,6 @@ func (r *Recorder) Results() []Result {
 		out[i].Messages = append([]string(nil), res.Messages...)
 	}
 	return out
-}
-
-// Failed counts the failed tests (a parent counts when any subtest failed).
-func (r *Recorder) Failed() int {
-	n := 0
-	for _, res := range r.Results() {
-		if res.Failed {
-			n++
-		}
-	}
-	return n
 }
 
 // Run runs f as the top-level test name.
@@ -124,18 +110,13 @@ func (t *recT) Cleanup(f func()) {
 // Run runs f on a goroutine of its own (so that Fatal ends only it) and
 // waits for it; the subtest's cleanups run last first when f returns.
 func (t *recT) Run(name string, f func(t T)) bool {
-	full := name
-	if t.res != nil {
-		full = t.res.Name + "/" + name
-	}
-	sub := &recT{rec: t.rec, parent: t, res: &Result{Name: full}}
-	if t.res == nil {
-		sub.parent = nil
+	sub := &recT{rec: t.rec, res: &Result{Name: name}}
+	if t.res != nil { // not the Recorder's root
+		sub.parent, sub.res.Name = t, t.res.Name+"/"+name
 	}
 	t.rec.mu.Lock()
 	t.rec.results = append(t.rec.results, sub.res)
 	t.rec.mu.Unlock()
-	start := time.Now()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -149,7 +130,6 @@ func (t *recT) Run(name string, f func(t T)) bool {
 	}()
 	<-done
 	t.rec.mu.Lock()
-	sub.res.Elapsed = time.Since(start)
 	res, log := *sub.res, t.rec.log
 	t.rec.mu.Unlock()
 	if log != nil {

@@ -3,6 +3,8 @@ package conformance
 import (
 	"strings"
 	"testing"
+
+	"github.com/dgq-dev/dgq/runtime/cpu"
 )
 
 // The Recorder runs tests as testing does: subtests named parent/child, a
@@ -61,7 +63,25 @@ func TestRecorder(t *testing.T) {
 	if got := strings.Join(ended, ","); got != "top/pass,top/fatal,top/panic,top/error/inner,top/error,top" {
 		t.Errorf("progress saw %s", got)
 	}
-	if r.Failed() != 4 {
-		t.Errorf("Failed() = %d", r.Failed())
+}
+
+// Ops names exactly the top-level tests RunOpts runs, in order (on the CPU
+// backend, small shapes, through a Recorder).
+func TestOps(t *testing.T) {
+	b := cpu.New(0)
+	defer b.Close()
+	r := NewRecorder(nil)
+	r.Run("suite", func(t T) { RunOpts(t, b, OptionsFor(b.Caps(), true)) })
+	var top []string
+	for _, res := range r.Results() {
+		if strings.Count(res.Name, "/") == 1 {
+			top = append(top, strings.TrimPrefix(res.Name, "suite/"))
+		}
+		if res.Failed {
+			t.Errorf("%s failed: %q", res.Name, res.Messages)
+		}
+	}
+	if got, want := strings.Join(top, ","), strings.Join(Ops(), ","); got != want || len(top) < 18 {
+		t.Errorf("top-level tests %s, Ops %s", got, want)
 	}
 }

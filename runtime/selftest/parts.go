@@ -41,8 +41,7 @@ func (r *runner) conformance(ctx context.Context) (Part, error) {
 		defer fb.Close()
 		b = fb
 	}
-	const ops = 18 // the suite's top-level tests (conformance.RunOpts)
-	r.progress.Start("conformance", ops)
+	r.progress.Start("conformance", int64(len(conformance.Ops())))
 	rec := conformance.NewRecorder(func(res conformance.Result) {
 		if strings.Count(res.Name, "/") == 1 {
 			r.progress.Add(1)
@@ -178,7 +177,7 @@ func (r *runner) parity(ctx context.Context) (Part, error) {
 		if err := ctx.Err(); err != nil {
 			return p, err
 		}
-		res, err := r.parityOf(ctx, profile, bounds)
+		res, verdict, err := r.parityOf(ctx, profile, bounds)
 		if err != nil {
 			return p, err
 		}
@@ -192,7 +191,7 @@ func (r *runner) parity(ctx context.Context) (Part, error) {
 				p.Failures = append(p.Failures, fmt.Sprintf("%s pack, %s: max abs error %.3g, tolerance %s", profile, c.Name, c.MaxAbsErr, orInf(c.Tolerance)))
 			}
 		}
-		if !res.Judged && (profile == "bf16" || r.b.Name() == "cpu" || math.IsInf(bounds.VsCPU, 1)) {
+		if !verdict {
 			p.Failures = append(p.Failures, fmt.Sprintf("%s pack: no verdict: %s", profile, res.NoVerdict))
 		}
 		r.progress.Add(1)
@@ -208,22 +207,23 @@ func (r *runner) parity(ctx context.Context) (Part, error) {
 	return p, nil
 }
 
-// parityOf runs one pack's parity.
-func (r *runner) parityOf(ctx context.Context, profile string, bounds check.Bounds) (*ParityResult, error) {
+// parityOf runs one pack's parity. verdict reports that the run could be
+// judged: against the reference (the bf16 pack), or against the CPU backend
+// (another backend's quantized packs, in f32); a run without one fails.
+func (r *runner) parityOf(ctx context.Context, profile string, bounds check.Bounds) (res *ParityResult, verdict bool, err error) {
 	e, done, err := r.engine(ctx, profile)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer done()
 	rep, err := check.Parity(e, r.ref, bounds)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	res := &ParityResult{Profile: profile, Judged: rep.Judged, NoVerdict: rep.NoVerdict, Anchor: rep.Anchor}
+	res = &ParityResult{Profile: profile, Judged: rep.Judged, NoVerdict: rep.NoVerdict, Anchor: rep.Anchor}
 	vsCPU := r.b.Name() != "cpu" && !math.IsInf(bounds.VsCPU, 1)
-	// A verdict: against the reference (the bf16 pack), or against the CPU
-	// backend (another backend's quantized packs, in f32).
-	res.Pass = rep.Pass && (rep.Judged || vsCPU && profile != "bf16")
+	verdict = rep.Judged || vsCPU && profile != "bf16"
+	res.Pass = rep.Pass && verdict
 	for _, c := range rep.Cases {
 		pc := ParityCase{Name: c.Name, MaxAbsErr: c.MaxAbsErr, Pass: c.Pass}
 		if !math.IsInf(c.Tolerance, 0) {
@@ -236,7 +236,7 @@ func (r *runner) parityOf(ctx context.Context, profile string, bounds check.Boun
 		}
 		res.Cases = append(res.Cases, pc)
 	}
-	return res, nil
+	return res, verdict, nil
 }
 
 // LockstepResult is one seeded generation in lockstep with the CPU.

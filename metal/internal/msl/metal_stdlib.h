@@ -128,8 +128,6 @@ float dgq_spec_log2(float);
 float dgq_spec_tanh(float);
 float dgq_spec_cos(float);
 float dgq_spec_sin(float);
-float dgq_spec_tan(float);
-float dgq_spec_pow(float, float);
 float dgq_spec_rsqrt(float);
 }
 #ifdef DGQ_MSL_SPEC_MATH
@@ -171,8 +169,8 @@ template <typename T, typename U> inline T as_type(U u) {
 	DGQ_FN(float tanh(float x), DGQ_LIBM(tanh)(x))                                                             \
 	DGQ_FN(float cos(float x), DGQ_LIBM(cos)(x))                                                               \
 	DGQ_FN(float sin(float x), DGQ_LIBM(sin)(x))                                                               \
-	DGQ_FN(float tan(float x), DGQ_LIBM(tan)(x))                                                               \
-	DGQ_FN(float pow(float x, float y), DGQ_LIBM(pow)(x, y))                                                   \
+	DGQ_FN(float tan(float x), tanf(x))                                                                        \
+	DGQ_FN(float pow(float x, float y), powf(x, y))                                                            \
 	DGQ_FN(float fmax(float a, float b), __builtin_fmaxf(a, b))                                                \
 	DGQ_FN(float fmin(float a, float b), __builtin_fminf(a, b))                                                \
 	DGQ_FN(float fabs(float x), __builtin_fabsf(x))                                                            \
