@@ -43,6 +43,10 @@ type AuditOptions struct {
 // The returned error is non-nil only when the audit itself could not run
 // (e.g. it was cancelled); a broken pack is a report with findings.
 func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, error) {
+	dir, err := ResolvePack(dir)
+	if err != nil {
+		return nil, err
+	}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return ReportOf([]Finding{{Kind: KindManifest, Message: err.Error()}}), nil
@@ -61,6 +65,7 @@ func Audit(ctx context.Context, dir string, opts AuditOptions) (*AuditReport, er
 	structural := Validate(m, blobSize)
 	findings = append(findings, structural...)
 	findings = append(findings, CheckFiles(dir, m)...)
+	findings = append(findings, privatePathFindings(m)...)
 	if n := m.Undigested(); n > 0 {
 		how := "dgq audit --deep decodes every tensor and checks it is finite"
 		if opts.Deep {

@@ -42,11 +42,12 @@ const (
 	KindPadding     = "padding"      // a byte between tensors is not zero
 	KindNonFinite   = "non_finite"   // (audit --deep) a tensor decodes to NaN or infinity
 	KindNoDigests   = "no_digests"   // a note, not an error: tensors without digests cannot be verified
+	KindPrivatePath = "private_path" // a note, not an error: the manifest holds an absolute path of the machine that wrote it
 )
 
 // Note reports whether the finding is informational: it does not make a
 // pack invalid (audit stays OK).
-func (f Finding) Note() bool { return f.Kind == KindNoDigests }
+func (f Finding) Note() bool { return f.Kind == KindNoDigests || f.Kind == KindPrivatePath }
 
 // InvalidError carries every finding of a pack that failed validation.
 type InvalidError struct {

@@ -66,6 +66,10 @@ type ExternalFileInfo struct {
 // Inspect reads the pack's manifest and describes it. It fails only when the
 // manifest cannot be read; rule violations are listed in Findings.
 func Inspect(dir string) (*PackInfo, error) {
+	dir, err := ResolvePack(dir)
+	if err != nil {
+		return nil, err
+	}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, err

@@ -119,12 +119,17 @@ func (s *Staging) WriteFile(name string, data []byte) error {
 }
 
 // Publish renames the staging directory to the output. An existing output is
-// re-checked (it may have appeared meanwhile) and replaced only with force.
+// re-checked (it may have appeared meanwhile) and replaced only with force;
+// the files in it that are not pack files (a README.md above all) are
+// carried into the new pack first (keepUserFiles).
 func (s *Staging) Publish() error {
-	if err := syncDir(s.tmp); err != nil {
+	if err := CheckOutput(s.out, s.force); err != nil {
 		return err
 	}
-	if err := CheckOutput(s.out, s.force); err != nil {
+	if _, err := keepUserFiles(s.out, s.tmp); err != nil {
+		return err
+	}
+	if err := syncDir(s.tmp); err != nil {
 		return err
 	}
 	if err := replaceDir(s.tmp, s.out); err != nil {

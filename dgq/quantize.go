@@ -235,7 +235,7 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 func newManifest(plan *layout.Plan, tensors []Tensor, files []File, source sourceInfo, method codecs.Method) *Manifest {
 	m := &Manifest{
 		Profile:       plan.Profile.EngineProfile(),
-		SourceModel:   source.Path,
+		SourceModel:   PublicSource(source.Path, source.Repo),
 		Blob:          BlobName,
 		CustomClasses: layout.Policy{Profile: plan.Profile, Overrides: plan.Overrides}.CustomClasses(),
 		Tensors:       tensors,

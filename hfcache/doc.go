@@ -47,7 +47,7 @@
 //
 // A missing repo, revision or snapshot folder fails with ErrNotInCache and
 // a missing or dangling file in a snapshot with ErrMissingFile; both
-// messages end with the exact fix, "hf download ORG/NAME --revision REV",
+// messages end with the exact fix, "dgq download ORG/NAME --revision REV",
 // with "--include FILE" when the missing file is known (DownloadHint,
 // Resolved.HintFor). IsInCache tells whether a path lies in the hub cache,
 // where dgq never writes. StaleError (wrapping ErrStale) reports a pinned

@@ -43,7 +43,7 @@ func fail(kind error, where, format string, args ...any) error {
 // Sentinels of hub cache resolution (resolve.go, hint.go).
 var (
 	// ErrNotInCache: a repo, revision or snapshot folder is not in the hub
-	// cache. The message ends with the fix, "hf download ORG/NAME
+	// cache. The message ends with the fix, "dgq download ORG/NAME
 	// --revision REV".
 	ErrNotInCache = errclass.New(errclass.Stale, "hfcache: not in the hub cache")
 	// ErrRepoRef: a repo id or revision is malformed (it cannot be looked

@@ -8,7 +8,7 @@ import (
 )
 
 // DownloadHint renders the fix command for a repo, revision and missing
-// files: "hf download ORG/NAME --revision REV" plus " --include F" per
+// files: "dgq download ORG/NAME --revision REV" plus " --include F" per
 // missing file (sorted, duplicates and empty names dropped). An empty
 // revision stands for "main". Words a shell would split or expand are
 // single-quoted; the result is always one line.
@@ -17,7 +17,7 @@ func DownloadHint(repo, revision string, missing ...string) string {
 		revision = DefaultRevision
 	}
 	var b strings.Builder
-	b.WriteString("hf download ")
+	b.WriteString("dgq download ")
 	b.WriteString(shellWord(repo))
 	b.WriteString(" --revision ")
 	b.WriteString(shellWord(revision))
@@ -73,7 +73,7 @@ func (r Resolved) HintFor(missing ...string) string {
 	return DownloadHint(r.Repo, rev, missing...)
 }
 
-// fixFor returns "; fix: hf download …" for a path Detect recognizes (a
+// fixFor returns "; fix: dgq download …" for a path Detect recognizes (a
 // snapshot folder, or a file in one, which is then named with --include),
 // and "" for any other path.
 func fixFor(p string) string {

@@ -162,7 +162,7 @@ type Resolved struct {
 //     Resolve does not open them (OpenSnapshot does).
 //
 // Errors wrap ErrRepoRef for a malformed ref and ErrNotInCache for a missing
-// repo, revision or snapshot folder; they end with the fix, "hf download
+// repo, revision or snapshot folder; they end with the fix, "dgq download
 // ORG/NAME --revision REV".
 func Resolve(root string, ref RepoRef) (*Resolved, error) {
 	return resolveIn(root, "", ref, false)

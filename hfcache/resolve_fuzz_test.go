@@ -41,7 +41,7 @@ func FuzzParseRepoRef(f *testing.F) {
 			}
 		}
 		h := DownloadHint(s, s, s, "")
-		if strings.ContainsAny(h, "\n\r") || !strings.HasPrefix(h, "hf download ") {
+		if strings.ContainsAny(h, "\n\r") || !strings.HasPrefix(h, "dgq download ") {
 			t.Fatalf("hint %q", h)
 		}
 	})

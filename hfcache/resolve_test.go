@@ -247,21 +247,21 @@ func TestResolve(t *testing.T) {
 			os.RemoveAll(filepath.Join(d, "refs"))
 		}},
 		{name: "unknown branch", ref: RepoRef{repo, "dev"}, err: ErrNotInCache,
-			msg: []string{repo + ": revision dev is not in the hub cache", "no refs/dev, cached refs: main;", "; fix: hf download " + repo + " --revision dev"}},
+			msg: []string{repo + ": revision dev is not in the hub cache", "no refs/dev, cached refs: main;", "; fix: dgq download " + repo + " --revision dev"}},
 		{name: "unknown repo", ref: RepoRef{Repo: "dgq-test/other"}, err: ErrNotInCache,
-			msg: []string{"repo dgq-test/other is not in the hub cache", "; fix: hf download dgq-test/other --revision main"}},
+			msg: []string{"repo dgq-test/other is not in the hub cache", "; fix: dgq download dgq-test/other --revision main"}},
 		{name: "unknown repo with revision", ref: RepoRef{"dgq-test/other", "v2"}, err: ErrNotInCache,
-			msg: []string{"fix: hf download dgq-test/other --revision v2"}},
+			msg: []string{"fix: dgq download dgq-test/other --revision v2"}},
 		{name: "commit without snapshot folder", ref: RepoRef{repo, other}, err: ErrNotInCache,
-			msg: []string{"commit " + other + " has no snapshot folder", "fix: hf download " + repo + " --revision " + other}},
+			msg: []string{"commit " + other + " has no snapshot folder", "fix: dgq download " + repo + " --revision " + other}},
 		{name: "branch naming a commit without snapshot", ref: RepoRef{repo, "old"}, err: ErrNotInCache,
 			setup: func(t *testing.T, d string) { writeFile(t, filepath.Join(d, "refs", "old"), other) },
-			msg:   []string{"revision old (commit " + other + ", from refs/old) has no snapshot folder", "fix: hf download " + repo + " --revision old"}},
+			msg:   []string{"revision old (commit " + other + ", from refs/old) has no snapshot folder", "fix: dgq download " + repo + " --revision old"}},
 		{name: "snapshot folder is a file", ref: RepoRef{repo, other}, err: ErrNotInCache,
 			setup: func(t *testing.T, d string) { writeFile(t, filepath.Join(d, "snapshots", other), "") }},
 		{name: "corrupt ref", ref: RepoRef{repo, "bad"}, err: ErrNotInCache,
 			setup: func(t *testing.T, d string) { writeFile(t, filepath.Join(d, "refs", "bad"), "not a commit\n") },
-			msg:   []string{`holds "not a commit", not a 40-hex commit`, "fix: hf download " + repo + " --revision bad"}},
+			msg:   []string{`holds "not a commit", not a 40-hex commit`, "fix: dgq download " + repo + " --revision bad"}},
 		{name: "huge ref", ref: RepoRef{repo, "big"}, err: ErrNotInCache,
 			setup: func(t *testing.T, d string) {
 				writeFile(t, filepath.Join(d, "refs", "big"), strings.Repeat("a", 1<<16))
@@ -298,7 +298,7 @@ func TestResolve(t *testing.T) {
 						t.Errorf("error %q lacks %q", err, m)
 					}
 				}
-				if c.err == ErrNotInCache && !strings.Contains(err.Error(), "; fix: hf download ") {
+				if c.err == ErrNotInCache && !strings.Contains(err.Error(), "; fix: dgq download ") {
 					t.Errorf("error %q has no fix", err)
 				}
 				return
@@ -363,7 +363,7 @@ func TestResolveRealFiles(t *testing.T) {
 func TestMissingFileHints(t *testing.T) {
 	hub := testmodel.HubInfo()
 	const shard = "model-00002-of-00004.safetensors"
-	fix := "; fix: hf download " + hub.Repo + " --revision " + hub.Revision
+	fix := "; fix: dgq download " + hub.Repo + " --revision " + hub.Revision
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, repoDir, snap string)
@@ -465,8 +465,8 @@ func TestResolveSource(t *testing.T) {
 		{in: hub.Repo + "@main", want: Resolved{Root: root, Repo: hub.Repo, Revision: hub.Revision, Ref: "main", Dir: snap}},
 		{in: hub.Repo + "@" + hub.Revision, want: Resolved{Root: root, Repo: hub.Repo, Revision: hub.Revision, Dir: snap}},
 		{in: "dgq-test/missing", err: ErrNotInCache, msg: []string{
-			"repo dgq-test/missing is not in the hub cache " + root + " (from DGQ_HF_HOME), nor a local folder; fix: hf download dgq-test/missing --revision main"}},
-		{in: hub.Repo + "@dev", err: ErrNotInCache, msg: []string{"(from DGQ_HF_HOME)", "fix: hf download " + hub.Repo + " --revision dev"}},
+			"repo dgq-test/missing is not in the hub cache " + root + " (from DGQ_HF_HOME), nor a local folder; fix: dgq download dgq-test/missing --revision main"}},
+		{in: hub.Repo + "@dev", err: ErrNotInCache, msg: []string{"(from DGQ_HF_HOME)", "fix: dgq download " + hub.Repo + " --revision dev"}},
 		{in: "./nope", err: ErrMissingFile, msg: []string{"folder ./nope does not exist and is not org/name[@revision]"}},
 		{in: "/abs/nope", err: ErrMissingFile},
 		{in: "a/b/c", err: ErrMissingFile},
@@ -531,12 +531,12 @@ func TestDownloadHint(t *testing.T) {
 		files     []string
 		want      string
 	}{
-		{"org/name", "main", nil, "hf download org/name --revision main"},
-		{"org/name", "", nil, "hf download org/name --revision main"},
-		{"org/name", "v1.0", []string{"b.safetensors", "a.json", "b.safetensors", ""}, "hf download org/name --revision v1.0 --include a.json --include b.safetensors"},
-		{"org/name", "refs/pr/1", []string{"sub/x y.bin"}, "hf download org/name --revision refs/pr/1 --include 'sub/x y.bin'"},
-		{"org/name", "main", []string{"it's*"}, `hf download org/name --revision main --include 'it'\''s*'`},
-		{"org/name", "main", []string{"a\nb"}, `hf download org/name --revision main --include "a\nb"`},
+		{"org/name", "main", nil, "dgq download org/name --revision main"},
+		{"org/name", "", nil, "dgq download org/name --revision main"},
+		{"org/name", "v1.0", []string{"b.safetensors", "a.json", "b.safetensors", ""}, "dgq download org/name --revision v1.0 --include a.json --include b.safetensors"},
+		{"org/name", "refs/pr/1", []string{"sub/x y.bin"}, "dgq download org/name --revision refs/pr/1 --include 'sub/x y.bin'"},
+		{"org/name", "main", []string{"it's*"}, `dgq download org/name --revision main --include 'it'\''s*'`},
+		{"org/name", "main", []string{"a\nb"}, `dgq download org/name --revision main --include "a\nb"`},
 	}
 	for _, c := range cases {
 		if got := DownloadHint(c.repo, c.rev, c.files...); got != c.want {
@@ -545,7 +545,7 @@ func TestDownloadHint(t *testing.T) {
 	}
 
 	r := Resolved{Repo: "org/name", Revision: "908e7097997c140d18cca0ed34c0edf38e091034", Ref: "main"}
-	if got, want := r.HintFor("b", "a"), "hf download org/name --revision 908e7097997c140d18cca0ed34c0edf38e091034 --include a --include b"; got != want {
+	if got, want := r.HintFor("b", "a"), "dgq download org/name --revision 908e7097997c140d18cca0ed34c0edf38e091034 --include a --include b"; got != want {
 		t.Errorf("HintFor = %q, want %q", got, want)
 	}
 	if got := (Resolved{Dir: "/x"}).HintFor("a"); got != "" {
@@ -555,7 +555,7 @@ func TestDownloadHint(t *testing.T) {
 
 func TestStaleError(t *testing.T) {
 	var err error = &StaleError{Path: "/c/shard.safetensors", What: "size 10 differs from the pinned 12", Hint: DownloadHint("org/name", "abc", "shard.safetensors")}
-	want := "hfcache: /c/shard.safetensors: size 10 differs from the pinned 12; fix: hf download org/name --revision abc --include shard.safetensors"
+	want := "hfcache: /c/shard.safetensors: size 10 differs from the pinned 12; fix: dgq download org/name --revision abc --include shard.safetensors"
 	if err.Error() != want {
 		t.Errorf("Error() = %q, want %q", err.Error(), want)
 	}

@@ -58,7 +58,7 @@ type TensorRef struct {
 // Errors name the file: ErrMissingFile for a missing folder, index or shard
 // (including a dangling symlink, as an interrupted download leaves; inside
 // a hub cache snapshot, as Detect recognizes it, the message ends with
-// "; fix: hf download ORG/NAME --revision COMMIT [--include FILE]"),
+// "; fix: dgq download ORG/NAME --revision COMMIT [--include FILE]"),
 // ErrIndex for a malformed index, ErrSafetensors (and the sentinels that
 // wrap it) for a malformed shard, ErrInventory when index and shards
 // disagree. The Snapshot must be closed.
@@ -318,7 +318,7 @@ func readCapped(p string, maxBytes int64, tooLarge error, what string) ([]byte, 
 
 // missing describes a file that cannot be opened because it does not exist,
 // telling a dangling symlink (an interrupted hub download) apart. Inside a
-// hub cache snapshot the message ends with the fix, "hf download ORG/NAME
+// hub cache snapshot the message ends with the fix, "dgq download ORG/NAME
 // --revision COMMIT --include FILE".
 func missing(p, what string) error {
 	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {

@@ -10,7 +10,7 @@ import (
 
 // Audit checks every rule and every digest of any pack. For a layered pack it
 // also checks every pin (a stale or missing external file is a finding whose
-// message carries the `hf download` command that fixes it) and verifies the
+// message carries the `dgq download` command that fixes it) and verifies the
 // digests through the assembled canonical view, the same view Open gives
 // every consumer.
 func Audit(ctx context.Context, dir string, opts dgq.AuditOptions) (*dgq.AuditReport, error) {

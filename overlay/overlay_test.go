@@ -198,7 +198,7 @@ func TestVerbatimAuditStoresMismatchLocally(t *testing.T) {
 }
 
 // Stale external files: each case is refused by the loader and reported by
-// audit with the hf download command.
+// audit with the dgq download command.
 func TestStaleExternalFiles(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -235,7 +235,7 @@ func TestStaleExternalFiles(t *testing.T) {
 			if !errors.As(err, &se) || !errors.Is(err, hfcache.ErrStale) {
 				t.Fatalf("Open: %v", err)
 			}
-			if !strings.Contains(err.Error(), "hf download "+tinyRepo) || !strings.Contains(err.Error(), c.what) {
+			if !strings.Contains(err.Error(), "dgq download "+tinyRepo) || !strings.Contains(err.Error(), c.what) {
 				t.Errorf("error %q lacks the fix or %q", err, c.what)
 			}
 			rep, err := Audit(context.Background(), layered, dgq.AuditOptions{})
@@ -244,7 +244,7 @@ func TestStaleExternalFiles(t *testing.T) {
 			}
 			found := false
 			for _, f := range rep.Findings {
-				found = found || (f.Kind == dgq.KindStale && strings.Contains(f.Message, "hf download "+tinyRepo+" --revision "))
+				found = found || (f.Kind == dgq.KindStale && strings.Contains(f.Message, "dgq download "+tinyRepo+" --revision "))
 			}
 			if rep.OK || !found {
 				t.Fatalf("audit findings %v", rep.Findings)

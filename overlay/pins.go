@@ -15,7 +15,7 @@ import (
 // resolvePin finds the file an external entry pins and checks that it is the
 // pinned file: present, of the pinned size, with the pinned header digest.
 // A mismatch is a *hfcache.StaleError naming the file, what differs and the
-// `hf download` command that restores it.
+// `dgq download` command that restores it.
 func resolvePin(packDir string, base *dgq.BaseModel, f dgq.ExternalFile) (string, error) {
 	switch f.Role {
 	case dgq.RoleHF:

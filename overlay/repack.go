@@ -40,6 +40,11 @@ type RepackResult struct {
 // Every tensor's digest is verified while it is read. Reads are positional
 // and streamed through one buffer, so memory stays flat.
 func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) {
+	pack, err := dgq.ResolvePack(o.Pack)
+	if err != nil {
+		return nil, err
+	}
+	o.Pack = pack
 	m, err := dgq.ReadManifest(o.Pack)
 	if err != nil {
 		return nil, err
@@ -190,6 +195,11 @@ func externalFiles(external map[string]hfcache.TensorRef, snap *hfcache.Snapshot
 // For the same source and profile the blob is byte-identical to a direct
 // quantize.
 func RepackMonolithic(ctx context.Context, o RepackOptions) (*RepackResult, error) {
+	pack, err := dgq.ResolvePack(o.Pack)
+	if err != nil {
+		return nil, err
+	}
+	o.Pack = pack
 	m, err := dgq.ReadManifest(o.Pack)
 	if err != nil {
 		return nil, err
@@ -336,6 +346,15 @@ func rewrittenManifest(m *dgq.Manifest, dir string) (dgq.Manifest, error) {
 	}
 	ext.Generator, ext.Files = "dgq "+dgq.Version, files
 	out.DGQ = &ext
+	if dgq.IsPrivatePath(out.SourceModel) {
+		repo := ""
+		if ext.Source != nil {
+			repo = ext.Source.Repo
+		} else if r, _, ok := hfcache.Detect(m.SourceModel); ok {
+			repo = r
+		}
+		out.SourceModel = dgq.PublicSource(out.SourceModel, repo)
+	}
 	return out, nil
 }
 

@@ -43,7 +43,7 @@ without digests (as the engine writes them) gets a note, not a problem: its cont
 }
 
 // auditExitCode is exitStale when every finding is a stale external file
-// (the pack is fine; the cache needs the hf download the messages name),
+// (the pack is fine; the cache needs the dgq download the messages name),
 // exitInvalid otherwise.
 func auditExitCode(rep *dgq.AuditReport) int {
 	for _, f := range rep.Findings {

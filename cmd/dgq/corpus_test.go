@@ -73,7 +73,7 @@ func TestCorruptCorpus(t *testing.T) {
 			if want.Tensor != "" && !named {
 				t.Errorf("no finding names %s: %+v", want.Tensor, rep.Findings)
 			}
-			if kinds["stale"] && !strings.Contains(r.stdout, "hf download dgq-test/corrupt-base") {
+			if kinds["stale"] && !strings.Contains(r.stdout, "dgq download dgq-test/corrupt-base") {
 				t.Errorf("stale finding without the fix command: %s", r.stdout)
 			}
 			ir := dgqRun("inspect", "--json", dir)

@@ -237,10 +237,10 @@ func TestOverlayWorkflow(t *testing.T) {
 	target, _ := filepath.EvalSymlinks(filepath.Join(snap, "model-00002-of-00004.safetensors"))
 	os.Remove(target)
 	r = dgqRun("audit", ov)
-	if r.code != exitStale || !strings.Contains(r.stdout, "hf download dgq-test/diffusiongemma-tiny --revision ") || !strings.Contains(r.stdout, "--include model-00002-of-00004.safetensors") {
+	if r.code != exitStale || !strings.Contains(r.stdout, "dgq download dgq-test/diffusiongemma-tiny --revision ") || !strings.Contains(r.stdout, "--include model-00002-of-00004.safetensors") {
 		t.Fatalf("audit with a missing shard: %d %q", r.code, r.stdout)
 	}
-	assertOneLineError(t, dgqRun("repack", "--monolithic", "-m", ov, "-o", filepath.Join(dir, "m2")), exitStale, "hf download")
+	assertOneLineError(t, dgqRun("repack", "--monolithic", "-m", ov, "-o", filepath.Join(dir, "m2")), exitStale, "dgq download")
 	assertOneLineError(t, dgqRun("repack", "-m", ov, "-o", filepath.Join(dir, "m3")), exitUsage, "--overlay")
 }
 

@@ -97,7 +97,7 @@ func TestVerifyCommandErrors(t *testing.T) {
 	}{
 		// demo removes its snapshot: the recorded source is gone.
 		{"recorded source gone", verifyArgs(q4), exitUsage, "--source"},
-		{"source not cached", verifyArgs(q4, "--source", "dgq-test/diffusiongemma-tiny@main"), exitStale, "hf download dgq-test/diffusiongemma-tiny"},
+		{"source not cached", verifyArgs(q4, "--source", "dgq-test/diffusiongemma-tiny@main"), exitStale, "dgq download dgq-test/diffusiongemma-tiny"},
 		{"quantized source", verifyArgs(q4, "--source", q4), exitUsage, "bf16"},
 		{"noise rate", verifyArgs(q4, "--source", q4, "--noise-rates", "0,0.5"), exitUsage, "noise rate 0"},
 		{"negative generations", verifyArgs(q4, "--generations", "-1"), exitUsage, "--generations"},

@@ -14,6 +14,7 @@ import (
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/dgq/testmodel"
+	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/runtime/cpu"
 	"github.com/dgq-dev/dgq/runtime/generate"
 	"github.com/dgq-dev/dgq/runtime/session"
@@ -261,11 +262,16 @@ func FindReference(m *dgq.Manifest) (string, func()) {
 		}
 		return dir, func() { os.RemoveAll(dir) }
 	}
-	if m.DGQ == nil || m.DGQ.Source == nil || m.SourceModel == "" {
+	if m.DGQ == nil || m.DGQ.Source == nil {
 		return "", nop
 	}
 	src := m.DGQ.Source
-	dir := m.SourceModel
+	root, _ := hfcache.CacheRoot()
+	res, err := hfcache.Resolve(root, hfcache.RepoRef{Repo: src.Repo, Revision: src.Revision})
+	if err != nil {
+		return "", nop
+	}
+	dir := res.Dir
 	for i := 0; i < 6; i++ {
 		dir = filepath.Dir(dir)
 		b, err := os.ReadFile(filepath.Join(dir, "reference.json"))

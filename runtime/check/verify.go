@@ -198,6 +198,10 @@ func Verify(ctx context.Context, packDir string, o VerifyOptions) (*VerifyReport
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	packDir, err := dgq.ResolvePack(packDir)
+	if err != nil {
+		return nil, err
+	}
 	m, err := dgq.ReadManifest(packDir)
 	if err != nil {
 		return nil, err

@@ -39,6 +39,9 @@ func resolveVerifySource(m *dgq.Manifest, source string) (verifySource, error) {
 		}
 		return verifySource{}, fmt.Errorf("%w: the pack's recorded source %s: %w; or pass --source SNAPSHOT_DIR|BF16_PACK", ErrNoSource, source, err)
 	}
+	if st, err := os.Stat(filepath.Join(res.Dir, dgq.ManifestName)); err == nil && !st.IsDir() {
+		return verifySource{dir: res.Dir, kind: "pack"}, nil // a bf16 pack repository in the hub cache
+	}
 	kind := "snapshot_copy"
 	if res.Repo != "" {
 		// A layered pack resolves its pins in the configured cache: only a
@@ -65,15 +68,18 @@ func recordedSource(m *dgq.Manifest) (string, error) {
 		if err == nil {
 			return res.Dir, nil
 		}
-		if m.BaseModel == nil && isDir(m.SourceModel) {
-			return m.SourceModel, nil
+		if m.BaseModel == nil && dgq.IsPrivatePath(m.SourceModel) && isDir(m.SourceModel) {
+			return m.SourceModel, nil // a pack from before source_model stopped recording paths
 		}
 		return "", fmt.Errorf("%w: the pack's source %s@%s: %w; or pass --source SNAPSHOT_DIR|BF16_PACK", ErrNoSource, ref.Repo, ref.Revision, err)
 	}
 	if m.SourceModel == "" {
 		return "", fmt.Errorf("%w: the pack records no source; pass --source SNAPSHOT_DIR|ORG/NAME[@REV]|BF16_PACK", ErrNoSource)
 	}
-	return m.SourceModel, nil
+	if dgq.IsPrivatePath(m.SourceModel) {
+		return m.SourceModel, nil // a pack from before source_model stopped recording paths
+	}
+	return "", fmt.Errorf("%w: the pack was made from a local folder named %q, which it does not locate; pass --source SNAPSHOT_DIR|ORG/NAME[@REV]|BF16_PACK", ErrNoSource, m.SourceModel)
 }
 
 func isDir(p string) bool {

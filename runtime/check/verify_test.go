@@ -163,7 +163,7 @@ func TestVerifyOverlayDefaultSource(t *testing.T) {
 	// message names the download.
 	setHubHome(t, t.TempDir())
 	_, err := Verify(context.Background(), pack, quickVerify(VerifyOptions{}))
-	if !errors.Is(err, ErrNoSource) || errclass.Of(err) != errclass.Stale || !strings.Contains(err.Error(), "hf download") {
+	if !errors.Is(err, ErrNoSource) || errclass.Of(err) != errclass.Stale || !strings.Contains(err.Error(), "dgq download") {
 		t.Errorf("no cache: %v (class %v)", err, errclass.Of(err))
 	}
 }
@@ -200,7 +200,7 @@ func TestVerifyErrors(t *testing.T) {
 	}{
 		{"recorded source gone", orphan, VerifyOptions{}, ErrNoSource, errclass.Usage, "--source"},
 		{"source missing", q4, VerifyOptions{Source: filepath.Join(dir, "nope")}, ErrNoSource, errclass.Usage, "nope"},
-		{"source not cached", q4, VerifyOptions{Source: "dgq-test/not-here@main"}, ErrNoSource, errclass.Stale, "hf download"},
+		{"source not cached", q4, VerifyOptions{Source: "dgq-test/not-here@main"}, ErrNoSource, errclass.Stale, "dgq download"},
 		{"quantized source", q4, VerifyOptions{Source: q4}, ErrSourceMismatch, errclass.Usage, "bf16"},
 		{"other model", q4, VerifyOptions{Source: fixture.PackDir(t, "wide", "bf16")}, ErrSourceMismatch, errclass.Usage, "HiddenSize 64 vs 96"},
 		{"noise rate", bf16, VerifyOptions{NoiseRates: []float64{0.5, 1.5}}, ErrVerifyOptions, errclass.Usage, "1.5"},

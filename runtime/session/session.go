@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"time"
 
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/overlay"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	_ "github.com/dgq-dev/dgq/runtime/cpu" // registers the "cpu" backend
@@ -55,6 +57,10 @@ type Options struct {
 // Load opens any pack (self-contained or layered) through the overlay
 // loader, binds the text model and uploads it to the backend o names.
 func Load(dir string, o Options) (*Session, error) {
+	dir, err := dgq.ResolvePack(dir)
+	if err != nil {
+		return nil, err
+	}
 	// Open the backend first: a machine without the device fails at once.
 	be, err := backend.Open(cmp.Or(o.Backend, "cpu"), backend.Config{Precision: o.Precision, Workers: o.Workers})
 	if err != nil {
@@ -190,6 +196,15 @@ func Reply(ctx context.Context, dir string, lo Options, o RunOptions) (*RunResul
 // bos) with the tokenizer.json at path, or the one in the pack or snapshot
 // directory at path; it returns the ids and their token strings.
 func Tokenize(path, text string) ([]int, []string, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, ok := hfcache.ParseRepoRef(path); ok { // a pack or a checkpoint in the hub cache
+			res, err := hfcache.ResolveSource(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			path = res.Dir
+		}
+	}
 	t, err := tokenizer.LoadFile(path)
 	if err != nil {
 		return nil, nil, err
