@@ -54,12 +54,13 @@ func verifyOK(t *testing.T, pack string, o VerifyOptions) *VerifyReport {
 	return r
 }
 
-// A bf16 pack against its own source (the snapshot it records, made a
-// temporary bf16 pack) computes the very same numbers: KLD exactly 0,
-// top-1 agreement 1, relative error 0, the same routes and generations.
+// A bf16 pack against its own source (the snapshot folder it was made
+// from, made a temporary bf16 pack) computes the very same numbers: KLD
+// exactly 0, top-1 agreement 1, relative error 0, the same routes and
+// generations.
 func TestVerifyBF16AgainstItsSource(t *testing.T) {
 	pack := fixture.PackDir(t, "tiny", "bf16")
-	r := verifyOK(t, pack, VerifyOptions{})
+	r := verifyOK(t, pack, VerifyOptions{Source: fixture.SnapshotDir(t, "tiny")})
 	if r.SourceKind != "snapshot_copy" || r.Text != "random" || r.Windows != 2 || r.Canvas != 16 || r.Backend != "cpu" {
 		t.Errorf("report header %+v", r)
 	}
@@ -177,7 +178,9 @@ func setHubHome(t *testing.T, home string) {
 
 func TestVerifyErrors(t *testing.T) {
 	q4, bf16 := fixture.PackDir(t, "tiny", "q4"), fixture.PackDir(t, "tiny", "bf16")
-	// A pack whose recorded source folder is gone.
+	snapTiny := fixture.SnapshotDir(t, "tiny")
+	// A pack made from a folder records only the folder's name: verify
+	// needs --source.
 	snap, err := testmodel.WriteSnapshot(filepath.Join(t.TempDir(), "snap"))
 	if err != nil {
 		t.Fatal(err)
@@ -198,18 +201,18 @@ func TestVerifyErrors(t *testing.T) {
 		class   errclass.Class
 		mention string
 	}{
-		{"recorded source gone", orphan, VerifyOptions{}, ErrNoSource, errclass.Usage, "--source"},
+		{"source only named", orphan, VerifyOptions{}, ErrNoSource, errclass.Usage, "--source"},
 		{"source missing", q4, VerifyOptions{Source: filepath.Join(dir, "nope")}, ErrNoSource, errclass.Usage, "nope"},
 		{"source not cached", q4, VerifyOptions{Source: "dgq-test/not-here@main"}, ErrNoSource, errclass.Stale, "dgq download"},
 		{"quantized source", q4, VerifyOptions{Source: q4}, ErrSourceMismatch, errclass.Usage, "bf16"},
 		{"other model", q4, VerifyOptions{Source: fixture.PackDir(t, "wide", "bf16")}, ErrSourceMismatch, errclass.Usage, "HiddenSize 64 vs 96"},
 		{"noise rate", bf16, VerifyOptions{NoiseRates: []float64{0.5, 1.5}}, ErrVerifyOptions, errclass.Usage, "1.5"},
 		{"windows", bf16, VerifyOptions{Windows: -1}, ErrVerifyOptions, errclass.Usage, "windows"},
-		{"plot extension", bf16, VerifyOptions{Plot: filepath.Join(dir, "chart.jpg")}, ErrVerifyOptions, errclass.Usage, ".png"},
-		{"plot directory", bf16, VerifyOptions{Plot: filepath.Join(dir, "d.png")}, dgq.ErrUsage, errclass.Usage, "--plot"},
-		{"plot inside the pack", bf16, VerifyOptions{Plot: filepath.Join(bf16, "chart.png")}, dgq.ErrUsage, errclass.Usage, "--plot"},
-		{"text not UTF-8", bf16, VerifyOptions{Text: text}, ErrText, errclass.Invalid, "UTF-8"},
-		{"text missing", bf16, VerifyOptions{Text: filepath.Join(dir, "none.txt")}, os.ErrNotExist, errclass.IO, "none.txt"},
+		{"plot extension", bf16, VerifyOptions{Source: snapTiny, Plot: filepath.Join(dir, "chart.jpg")}, ErrVerifyOptions, errclass.Usage, ".png"},
+		{"plot directory", bf16, VerifyOptions{Source: snapTiny, Plot: filepath.Join(dir, "d.png")}, dgq.ErrUsage, errclass.Usage, "--plot"},
+		{"plot inside the pack", bf16, VerifyOptions{Source: snapTiny, Plot: filepath.Join(bf16, "chart.png")}, dgq.ErrUsage, errclass.Usage, "--plot"},
+		{"text not UTF-8", bf16, VerifyOptions{Source: snapTiny, Text: text}, ErrText, errclass.Invalid, "UTF-8"},
+		{"text missing", bf16, VerifyOptions{Source: snapTiny, Text: filepath.Join(dir, "none.txt")}, os.ErrNotExist, errclass.IO, "none.txt"},
 		{"not a pack", dir, VerifyOptions{}, dgq.ErrManifest, errclass.Invalid, "not a dgq pack"},
 	}
 	os.Mkdir(filepath.Join(dir, "d.png"), 0o755)
