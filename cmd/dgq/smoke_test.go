@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dgq-dev/dgq/dgq/testmodel"
+	"github.com/dgq-dev/dgq/hfcache"
 )
 
 // smokeJSON is the part of smoke --json the tests read.
@@ -33,11 +36,17 @@ func TestSmokeCommand(t *testing.T) {
 	}
 }
 
-// With the bf16 source at hand, smoke verifies the pack against it: a q4
-// pack gets no parity verdict (skipped, pointing at verify) and a finite
-// verify; a bf16 pack computes its source exactly (KLD 0).
+// With the bf16 source at hand (in the hub cache, where the pack records
+// it), smoke verifies the pack against it: a q4 pack gets no parity verdict
+// (skipped, pointing at verify) and a finite verify; a bf16 pack computes
+// its source exactly (KLD 0).
 func TestSmokeVerifiesAgainstTheSource(t *testing.T) {
-	src := tiny(t)
+	hub := filepath.Join(t.TempDir(), "hub")
+	if _, err := testmodel.WriteHubCache(hub); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(hfcache.EnvDGQHFHome, hub)
+	src := testmodel.HubInfo().Repo
 	for _, profile := range []string{"q4", "bf16"} {
 		pack := filepath.Join(t.TempDir(), profile)
 		if r := dgqRun("quantize", "--profile", profile, "-m", src, "-o", pack); r.code != 0 {
