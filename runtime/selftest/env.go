@@ -3,9 +3,6 @@ package selftest
 import (
 	"context"
 	"runtime"
-	"runtime/debug"
-
-	"github.com/dgq-dev/dgq/dgq"
 )
 
 // Environment is the machine the self-test ran on. A field the system does
@@ -20,6 +17,10 @@ type Environment struct {
 	CPU         string `json:"cpu,omitempty"`
 	CPUs        int    `json:"cpus"`
 	MemoryBytes uint64 `json:"memory_bytes,omitempty"`
+	// MemoryAvailableBytes is the memory the system says can be had
+	// without swapping (Linux: MemAvailable of /proc/meminfo); 0 where it
+	// does not say.
+	MemoryAvailableBytes uint64 `json:"memory_available_bytes,omitempty"`
 	// GPUs are the system's own description of its graphics hardware
 	// (macOS: system_profiler SPDisplaysDataType), beside the backend's
 	// (Report.Backend.Device).
@@ -39,44 +40,4 @@ func collectEnvironment(ctx context.Context) Environment {
 	e := Environment{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
 	describeSystem(ctx, &e)
 	return e
-}
-
-// Build is the dgq binary that ran.
-type Build struct {
-	Version string `json:"version"`
-	// Commit is the VCS revision built ("" when the build recorded none:
-	// go install of a module version, or -buildvcs=false), Modified whether
-	// the tree had changes, Time the commit's time.
-	Commit    string `json:"commit,omitempty"`
-	Modified  bool   `json:"modified,omitempty"`
-	Time      string `json:"commit_time,omitempty"`
-	GoVersion string `json:"go"`
-	// Module is the module version go install recorded ("(devel)" for a
-	// build in a checkout).
-	Module string `json:"module,omitempty"`
-	// Tags are the build tags.
-	Tags string `json:"tags,omitempty"`
-}
-
-// readBuild reads the binary's build information.
-func readBuild() Build {
-	b := Build{Version: dgq.Version, GoVersion: runtime.Version()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
-	}
-	b.Module = bi.Main.Version
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.Commit = s.Value
-		case "vcs.modified":
-			b.Modified = s.Value == "true"
-		case "vcs.time":
-			b.Time = s.Value
-		case "-tags":
-			b.Tags = s.Value
-		}
-	}
-	return b
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // describeSystem reads /etc/os-release, uname, /proc/cpuinfo and
-// /proc/meminfo.
+// /proc/meminfo (the total and the available memory).
 func describeSystem(_ context.Context, e *Environment) {
 	if kv := readKV("/etc/os-release", "="); kv["PRETTY_NAME"] != "" {
 		e.OSVersion = strings.Trim(kv["PRETTY_NAME"], `"`)
@@ -21,11 +21,19 @@ func describeSystem(_ context.Context, e *Environment) {
 		e.Kernel = unix.ByteSliceToString(u.Release[:])
 	}
 	e.CPU = readKV("/proc/cpuinfo", ":")["model name"]
-	if f := strings.Fields(readKV("/proc/meminfo", ":")["MemTotal"]); len(f) == 2 && f[1] == "kB" {
+	mem := readKV("/proc/meminfo", ":")
+	e.MemoryBytes, e.MemoryAvailableBytes = kiB(mem["MemTotal"]), kiB(mem["MemAvailable"])
+}
+
+// kiB reads a /proc/meminfo value ("16316412 kB") in bytes; 0 when it is
+// not one.
+func kiB(v string) uint64 {
+	if f := strings.Fields(v); len(f) == 2 && f[1] == "kB" {
 		if kb, err := strconv.ParseUint(f[0], 10, 64); err == nil {
-			e.MemoryBytes = kb << 10
+			return kb << 10
 		}
 	}
+	return 0
 }
 
 // readKV reads the first value of each key of a "key<sep>value" file.

@@ -102,22 +102,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Precision == "" {
 		o.Precision = backend.F32
 	}
-	rep := &Report{Backend: BackendInfo{Name: o.Backend, Precision: o.Precision}, Environment: collectEnvironment(ctx),
-		Build: readBuild(), Quick: o.Quick, Parts: []Part{}}
+	rep := &Report{Environment: collectEnvironment(ctx), Build: ReadBuild(), Quick: o.Quick, Parts: []Part{}}
 	defer func() { rep.ElapsedSeconds = time.Since(start).Seconds() }()
-	b, err := backend.Open(o.Backend, backend.Config{Precision: o.Precision, Workers: o.Workers})
+	b, info, err := openBackend(ctx, o.Backend, backend.Config{Precision: o.Precision, Workers: o.Workers})
+	rep.Backend = info
 	if err != nil {
-		rep.Backend.Reason = err.Error()
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, err
+		}
 		return rep, err
 	}
 	defer b.Close()
-	rep.Backend.Available = true
-	c := b.Caps()
-	rep.Backend.Kernels, rep.Backend.Numerics = c.Kernels, &c.Numerics
-	if d, ok := b.(backend.DeviceDescriber); ok {
-		info := d.DeviceInfo()
-		rep.Backend.Device = &info
-	}
 	work, err := os.MkdirTemp(o.TempDir, "dgq-selftest-")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSelftest, err)
