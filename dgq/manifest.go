@@ -86,6 +86,10 @@ type Extension struct {
 	// DGQOnly says why the engine cannot run the pack (version 1000); empty
 	// when it can.
 	DGQOnly string `json:"dgq_only,omitempty"`
+	// Errors is the quantization error of each class against the source,
+	// as quantize measured it (the classes of its --report); absent in
+	// packs made before dgq recorded it and in packs it did not quantize.
+	Errors []ClassReport `json:"errors,omitempty"`
 }
 
 // BaseModel is a pinned Hugging Face repository revision.

@@ -217,6 +217,7 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 		return nil, nil, err
 	}
 	m := newManifest(plan, tensors, files, inv.source, opts.Encoder)
+	m.DGQ.Errors = finiteClasses(newReport(plan, stats).Classes)
 	if em != nil {
 		em.annotate(m, inv)
 	}

@@ -3,6 +3,7 @@ package dgq
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/layout"
@@ -63,6 +64,19 @@ func newReport(plan *layout.Plan, stats []TensorStats) *Report {
 		r.Classes = append(r.Classes, ClassReport{Class: c, Tensors: counts[c], RelRMSE: st.RelRMSE(), MaxAbsErr: st.MaxAbsErr})
 	}
 	return r
+}
+
+// finiteClasses keeps the classes whose errors are finite numbers (JSON has
+// no infinity: a class whose source is all zeros but whose stored values
+// are not would have an infinite relative error, and is left out).
+func finiteClasses(cs []ClassReport) []ClassReport {
+	var out []ClassReport
+	for _, c := range cs {
+		if !math.IsInf(c.RelRMSE, 0) && !math.IsNaN(c.RelRMSE) && !math.IsInf(c.MaxAbsErr, 0) && !math.IsNaN(c.MaxAbsErr) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (r *Report) writeFile(path string) error {

@@ -74,6 +74,19 @@ func TestPackByName(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(snap, "model.dgq.json")); err != nil {
 		t.Fatal(err)
 	}
+	// card: the pack's own folder is in the cache, where dgq never writes,
+	// so the card goes where --out says.
+	assertOneLineError(t, dgqRun("card", "org/tiny-q4"), exitUsage, "--out")
+	cardFile := filepath.Join(t.TempDir(), "README.md")
+	if r := dgqRun("card", "org/tiny-q4", "--out", cardFile); r.code != 0 || strings.Split(r.stdout, "\n")[0] != cardFile {
+		t.Errorf("card --out: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	if b, err := os.ReadFile(cardFile); err != nil || !strings.Contains(string(b), "base_model: "+testmodel.HubInfo().Repo) {
+		t.Errorf("card written with --out: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(snap, "README.md")); err == nil {
+		t.Error("card wrote into the hub cache")
+	}
 	assertOneLineError(t, dgqRun("inspect", "org/absent"), exitStale, "dgq download org/absent")
 	assertOneLineError(t, dgqRun("audit", "org/tiny-q4@v9"), exitStale, "dgq download org/tiny-q4 --revision v9")
 	assertOneLineError(t, dgqRun("inspect", testmodel.HubInfo().Repo), exitInvalid, "dgq quantize -m")

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/runtime/selftest"
 )
 
 // env is what every command needs besides its flags.
@@ -102,7 +101,7 @@ and inspects and audits packs. Every bad input is refused with a one-line error 
 		return usageErr(fmt.Errorf("%w (see dgq %s --help)", err, c.Name()))
 	})
 	root.AddCommand(newQuantizeCmd(e), newInspectCmd(e), newAuditCmd(e), newRepackCmd(e), newDemoCmd(e), newSynthCmd(e),
-		newParityCmd(e), newRunCmd(e), newTokenizeCmd(e), newSmokeCmd(e), newBenchCmd(e), newVerifyCmd(e), newSelftestCmd(e))
+		newParityCmd(e), newRunCmd(e), newTokenizeCmd(e), newSmokeCmd(e), newBenchCmd(e), newVerifyCmd(e), newSelftestCmd(e), newDoctorCmd(e), newVersionCmd(e), newCardCmd(e))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
@@ -127,15 +126,6 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
-// versionString is dgq --version: the release and the VCS revision built.
-func versionString() string {
-	v := dgq.Version
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-	}
-	return v
-}
+// versionString is dgq --version: the release and the VCS revision built
+// (versionLine; dgq version prints the whole build).
+func versionString() string { return versionLine(selftest.ReadBuild()) }
