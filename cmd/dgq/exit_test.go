@@ -10,6 +10,7 @@ import (
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/hfcache/hub"
 	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/metal"
 	"github.com/dgq-dev/dgq/overlay"
@@ -65,6 +66,19 @@ func TestExitCodes(t *testing.T) {
 		{"hfcache.ErrNotInCache", hfcache.ErrNotInCache, exitStale},
 		{"hfcache.ErrRepoRef", hfcache.ErrRepoRef, exitFailure},
 		{"hfcache.ErrStale", hfcache.ErrStale, exitStale},
+
+		{"hub.ErrOptions", hub.ErrOptions, exitUsage},
+		{"hub.ErrRepoNotFound", hub.ErrRepoNotFound, exitUsage},
+		{"hub.ErrRevisionNotFound", hub.ErrRevisionNotFound, exitUsage},
+		{"hub.ErrEntryNotFound", hub.ErrEntryNotFound, exitUsage},
+		{"hub.ErrGated", hub.ErrGated, exitUsage},
+		{"hub.ErrAuth", hub.ErrAuth, exitUsage},
+		{"hub.ErrNetwork", hub.ErrNetwork, exitIO},
+		{"hub.ErrHTTP", hub.ErrHTTP, exitIO},
+		{"hub.ErrDiskFull", hub.ErrDiskFull, exitIO},
+		{"hub.ErrCorrupt", hub.ErrCorrupt, exitInvalid},
+		{"hub.ErrProtocol", hub.ErrProtocol, exitInvalid},
+		{"hub.ErrOffline", hub.ErrOffline, exitStale},
 
 		{"dgq.ErrExists", dgq.ErrExists, exitUsage},
 		{"dgq.ErrManifest", dgq.ErrManifest, exitInvalid},

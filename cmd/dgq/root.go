@@ -100,7 +100,7 @@ and inspects and audits packs. Every bad input is refused with a one-line error 
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr(fmt.Errorf("%w (see dgq %s --help)", err, c.Name()))
 	})
-	root.AddCommand(newQuantizeCmd(e), newInspectCmd(e), newAuditCmd(e), newRepackCmd(e), newDemoCmd(e), newSynthCmd(e),
+	root.AddCommand(newQuantizeCmd(e), newDownloadCmd(e), newInspectCmd(e), newAuditCmd(e), newRepackCmd(e), newDemoCmd(e), newSynthCmd(e),
 		newParityCmd(e), newRunCmd(e), newTokenizeCmd(e), newSmokeCmd(e), newBenchCmd(e), newVerifyCmd(e), newSelftestCmd(e), newDoctorCmd(e), newVersionCmd(e), newCardCmd(e))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)

@@ -257,22 +257,3 @@ func TestDoctor(t *testing.T) {
 
 // TestExpandPath: ~ and set variables are expanded as Python does; unset
 // ones are left.
-func TestExpandPath(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv("DGQ_TEST_X", "/x")
-	os.Unsetenv("DGQ_TEST_UNSET")
-	for in, want := range map[string]string{
-		"~":                       home,
-		"~/a/b":                   filepath.Join(home, "a", "b"),
-		"$DGQ_TEST_X/t":           "/x/t",
-		"${DGQ_TEST_X}/t":         "/x/t",
-		"/a/$DGQ_TEST_UNSET/t":    "/a/${DGQ_TEST_UNSET}/t",
-		"/plain":                  "/plain",
-		"~user/not/expanded/here": "~user/not/expanded/here",
-	} {
-		if got := expandPath(in); got != want {
-			t.Errorf("expandPath(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
