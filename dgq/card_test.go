@@ -452,7 +452,7 @@ func TestCardErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := dgq.Card(dgq.CardOptions{Pack: "me/tiny-q4"}); err == nil || !strings.Contains(err.Error(), "hf download me/tiny-q4 --local-dir DIR") {
+	if _, err := dgq.Card(dgq.CardOptions{Pack: "me/tiny-q4"}); err == nil || !strings.Contains(err.Error(), "dgq download me/tiny-q4 --local-dir DIR") || !strings.Contains(err.Error(), "--out FILE") {
 		t.Errorf("a cached pack repo: %v does not give the download to a folder", err)
 	}
 	if !errors.Is(dgq.ErrCardExists, dgq.ErrExists) {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/dgq-dev/dgq/hfcache"
 )
 
@@ -583,41 +585,18 @@ func humanBytes(n int64) string {
 // lock); the first failure cancels the others, which keep their partial
 // files.
 func (d *downloader) runTasks(ctx context.Context, tasks []*blobTask) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan struct{}, 2*d.conns)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(2 * d.conns)
 	for _, t := range tasks {
-		select {
-		case jobs <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-jobs }()
-			if err := d.runTask(ctx, t); err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				cancel()
-			}
-		}()
+		g.Go(func() error { return d.runTask(gctx, t) })
 	}
-	wg.Wait()
-	if firstErr == nil && ctx.Err() != nil {
-		return ctx.Err()
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return firstErr
+	return ctx.Err()
 }
 
 // runTask brings one blob in under its lock and publishes it.

@@ -13,8 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // A file's bytes arrive in <name>.incomplete, huggingface_hub's partial
@@ -259,29 +260,11 @@ func (d *downloader) fetchTask(ctx context.Context, t *blobTask) error {
 	if err := mkdirAll(filepath.Dir(t.incomplete)); err != nil {
 		return err
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
+	g, pctx := errgroup.WithContext(ctx)
 	for _, p := range pieces {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := d.withConn(pctx, func() error { return d.fetchPiece(pctx, t, p) })
-			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				cancel()
-			}
-		}()
+		g.Go(func() error { return d.withConn(pctx, func() error { return d.fetchPiece(pctx, t, p) }) })
 	}
-	wg.Wait()
+	firstErr := g.Wait()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

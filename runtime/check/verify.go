@@ -257,7 +257,7 @@ func Verify(ctx context.Context, packDir string, o VerifyOptions) (*VerifyReport
 	}
 	v := newVerifyRun(ps, ss, len(o.NoiseRates))
 	if !v.routes {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("router agreement not measured: it needs the cpu backend (this run: %s)", rep.Backend))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("router agreement not measured: the %s backend does not record routes", rep.Backend))
 	}
 	for w, win := range wins {
 		if err := v.window(ctx, w, win, o); err != nil {
@@ -384,7 +384,7 @@ func readVerifyText(path string) (text []byte, truncated bool, err error) {
 // verifyRun holds the two engines of a Verify and what it accumulates.
 type verifyRun struct {
 	pe, se *model.Engine
-	pr, sr backend.RouteRecorder // the engines' backends where they report routes (CPU, CUDA), nil otherwise
+	pr, sr backend.RouteRecorder // the engines' backends where they report routes (CPU, CUDA, Metal), nil otherwise
 	routes bool
 	T      float32 // the SC temperature: the generation's first (t_max)
 	V      int

@@ -19,4 +19,12 @@
 // does not offer (a CPU backend compiles no kernels) is absent from the
 // report, not skipped: every part in it passed or failed, and the report
 // passes only when every part did.
+//
+// Doctor (`dgq doctor`) describes the machine for dgq without proving
+// anything: the environment, the CPU's SIMD features and the codec kernels
+// they select (codecs.Kernels), every backend opened and closed at once
+// (usable, or the reason), the Hugging Face cache root, whether a token is
+// configured (hub.LookupToken; never the token), free disk, and the build.
+// ReadBuild (`dgq version`) is the binary's build information: version,
+// commit or why there is none, Go version, target and every build setting.
 package selftest

@@ -145,9 +145,12 @@ type ParityResult struct {
 // ParityCase is one tensor of a ParityResult (check.ParityCase).
 type ParityCase struct {
 	Name      string   `json:"name"`
-	MaxAbsErr float64  `json:"max_abs_err"`
+	// MaxAbsErr is null when the error is not a finite number (a NaN or
+	// infinity in the backend's output, a tensor of the wrong length).
+	MaxAbsErr *float64 `json:"max_abs_err"`
 	Tolerance *float64 `json:"tolerance,omitempty"`
-	VsCPU     *float64 `json:"max_abs_vs_cpu,omitempty"`
+	// VsCPU is absent on the CPU backend and when not finite.
+	VsCPU *float64 `json:"max_abs_vs_cpu,omitempty"`
 	Pass      bool     `json:"pass"`
 }
 
@@ -188,7 +191,11 @@ func (r *runner) parity(ctx context.Context) (Part, error) {
 				worst = math.Max(worst, *c.VsCPU)
 			}
 			if !c.Pass {
-				p.Failures = append(p.Failures, fmt.Sprintf("%s pack, %s: max abs error %.3g, tolerance %s", profile, c.Name, c.MaxAbsErr, orInf(c.Tolerance)))
+				errText := "not finite"
+				if c.MaxAbsErr != nil {
+					errText = fmt.Sprintf("%.3g", *c.MaxAbsErr)
+				}
+				p.Failures = append(p.Failures, fmt.Sprintf("%s pack, %s: max abs error %s, tolerance %s", profile, c.Name, errText, orInf(c.Tolerance)))
 			}
 		}
 		if !verdict {
@@ -225,14 +232,9 @@ func (r *runner) parityOf(ctx context.Context, profile string, bounds check.Boun
 	verdict = rep.Judged || vsCPU && profile != "bf16"
 	res.Pass = rep.Pass && verdict
 	for _, c := range rep.Cases {
-		pc := ParityCase{Name: c.Name, MaxAbsErr: c.MaxAbsErr, Pass: c.Pass}
-		if !math.IsInf(c.Tolerance, 0) {
-			v := c.Tolerance
-			pc.Tolerance = &v
-		}
+		pc := ParityCase{Name: c.Name, MaxAbsErr: finite(c.MaxAbsErr), Tolerance: finite(c.Tolerance), Pass: c.Pass}
 		if c.VsCPU >= 0 {
-			v := c.VsCPU
-			pc.VsCPU = &v
+			pc.VsCPU = finite(c.VsCPU)
 		}
 		res.Cases = append(res.Cases, pc)
 	}
@@ -347,4 +349,13 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// finite returns a pointer to v, or nil when v is a NaN or an infinity
+// (which JSON cannot hold).
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -117,5 +118,22 @@ func TestRunCanceled(t *testing.T) {
 	cancel()
 	if _, err := Run(ctx, Options{Backend: "cpu", Quick: true, TempDir: t.TempDir()}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run(canceled) = %v", err)
+	}
+}
+
+// A parity case whose error is not a number (a NaN in the backend's output,
+// a tensor of the wrong length) must still encode: JSON has no NaN or
+// infinity, so the report would be lost exactly when it matters.
+func TestParityCaseEncodesNonFinite(t *testing.T) {
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0.5} {
+		c := ParityCase{Name: "logits1", MaxAbsErr: finite(v), VsCPU: finite(v)}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("%v: %v", v, err)
+		}
+		want := !math.IsNaN(v) && !math.IsInf(v, 0)
+		if got := c.MaxAbsErr != nil; got != want || strings.Contains(string(b), "NaN") {
+			t.Errorf("%v: %s", v, b)
+		}
 	}
 }
