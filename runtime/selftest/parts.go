@@ -144,14 +144,14 @@ type ParityResult struct {
 
 // ParityCase is one tensor of a ParityResult (check.ParityCase).
 type ParityCase struct {
-	Name      string   `json:"name"`
+	Name string `json:"name"`
 	// MaxAbsErr is null when the error is not a finite number (a NaN or
 	// infinity in the backend's output, a tensor of the wrong length).
 	MaxAbsErr *float64 `json:"max_abs_err"`
 	Tolerance *float64 `json:"tolerance,omitempty"`
 	// VsCPU is absent on the CPU backend and when not finite.
 	VsCPU *float64 `json:"max_abs_vs_cpu,omitempty"`
-	Pass      bool     `json:"pass"`
+	Pass  bool     `json:"pass"`
 }
 
 // parityProfiles are the packs the parity part quantizes: the bf16 pack
