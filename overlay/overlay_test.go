@@ -401,3 +401,41 @@ func TestRepackRefusesDamagedBytes(t *testing.T) {
 		t.Fatal("output published")
 	}
 }
+
+// A pack that records an absolute source_model (dgq before it stopped, or
+// the engine) is repacked into one that records the repo id: no manifest dgq
+// writes holds a path of the machine.
+func TestRepackDropsPrivatePath(t *testing.T) {
+	snap := hubCache(t)
+	direct := quantize(t, tinyRepo, "q4", false)
+	p := filepath.Join(direct, dgq.ManifestName)
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := `"source_model": "` + tinyRepo + `"`
+	if !bytes.Contains(raw, []byte(old)) {
+		t.Fatalf("manifest does not record %s", old)
+	}
+	raw = bytes.Replace(raw, []byte(old), []byte(`"source_model": "`+snap+`"`), 1)
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	layered := filepath.Join(t.TempDir(), "layered")
+	if _, err := RepackOverlay(context.Background(), RepackOptions{Pack: direct, Out: layered}); err != nil {
+		t.Fatal(err)
+	}
+	mono := filepath.Join(t.TempDir(), "mono")
+	if _, err := RepackMonolithic(context.Background(), RepackOptions{Pack: layered, Out: mono}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{layered, mono} {
+		m, err := dgq.ReadManifest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.SourceModel != tinyRepo {
+			t.Errorf("%s: source_model %q, want %q", filepath.Base(dir), m.SourceModel, tinyRepo)
+		}
+	}
+}
