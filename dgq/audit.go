@@ -167,8 +167,11 @@ func AuditDigests(ctx context.Context, m *Manifest, blob []byte, opts AuditOptio
 	return eachTensor(ctx, m, idx, opts.Workers, func(t Tensor) []Finding {
 		defer prog.Add(t.Size)
 		var got string
-		if err := guardFault("tensor "+t.Name, func() error { got = hashRegion(blob[t.Offset : t.Offset+t.Size]); return nil }); err != nil {
+		if err := guardFault("tensor "+t.Name, func() error { got = hashRegionContext(ctx, blob[t.Offset:t.Offset+t.Size]); return nil }); err != nil {
 			return []Finding{{Tensor: t.Name, Kind: KindBlob, Message: err.Error()}}
+		}
+		if ctx.Err() != nil {
+			return nil // eachTensor reports the cancellation
 		}
 		if got != t.Digest {
 			return []Finding{{Tensor: t.Name, Kind: KindDigest, Message: fmt.Sprintf("content digest %s does not match the manifest's %s (bytes [%d, %d) altered)", got[:16], t.Digest[:16], t.Offset, t.Offset+t.Size)}}
@@ -225,10 +228,17 @@ feed:
 // Digest is the hex BLAKE3-256 of b, the digest of a tensor or side file.
 func Digest(b []byte) string { return hashRegion(b) }
 
-func hashRegion(b []byte) string {
+func hashRegion(b []byte) string { return hashRegionContext(context.Background(), b) }
+
+// hashRegionContext is hashRegion that stops between 16 MiB steps once ctx
+// is done (the result is then meaningless: the caller checks ctx).
+func hashRegionContext(ctx context.Context, b []byte) string {
 	h := blake3.New()
 	const step = 16 << 20
 	for off := 0; off < len(b); off += step {
+		if ctx.Err() != nil {
+			return ""
+		}
 		h.Write(b[off:min(off+step, len(b))])
 	}
 	return hex.EncodeToString(h.Sum(nil))

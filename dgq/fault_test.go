@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,14 +82,17 @@ func TestMappedSourceFaultIsAnError(t *testing.T) {
 	}
 }
 
-// Staging directories of killed runs are removed by the next run; those of
-// live processes are not.
+// Staging directories of killed runs are removed by the next run in the same
+// parent folder, whatever output they were for, and listed; those of live
+// processes are not, nor folders that merely look alike.
 func TestStaleStagingRemoved(t *testing.T) {
 	parent := t.TempDir()
 	out := filepath.Join(parent, "pack")
 	dead := filepath.Join(parent, stagingPrefix(out)+"999999999-123")
+	deadOther := filepath.Join(parent, stagingPrefix(filepath.Join(parent, "other.dgq"))+"999999998-7")
 	live := filepath.Join(parent, stagingPrefix(out)+strconv.Itoa(os.Getpid())+"-456")
-	for _, d := range []string{dead, live} {
+	keep := []string{live, filepath.Join(parent, "visible.dgq-tmp-999999999-1"), filepath.Join(parent, ".x.dgq-tmp-notapid-1")}
+	for _, d := range append([]string{dead, deadOther}, keep...) {
 		os.MkdirAll(d, 0o755)
 	}
 	st, err := NewStaging(out, false)
@@ -96,11 +100,39 @@ func TestStaleStagingRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Abort()
-	if _, err := os.Stat(dead); err == nil {
-		t.Error("staging directory of a dead process survived")
+	for _, d := range []string{dead, deadOther} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("staging directory of a dead process survived: %s", filepath.Base(d))
+		}
 	}
-	if _, err := os.Stat(live); err != nil {
-		t.Error("staging directory of a live process was removed")
+	for _, d := range keep {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed", filepath.Base(d))
+		}
+	}
+	got := st.RemovedStale()
+	slices.Sort(got)
+	want := []string{dead, deadOther}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("RemovedStale = %v, want %v", got, want)
+	}
+}
+
+// Quantize reports the stale staging folders it removed.
+func TestQuantizeReportsRemovedStaging(t *testing.T) {
+	parent := t.TempDir()
+	out := filepath.Join(parent, "pack")
+	stale := filepath.Join(parent, stagingPrefix(filepath.Join(parent, "killed"))+"999999999-1")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Quantize(context.Background(), QuantizeOptions{Source: tinySnapshot(t), Out: out, Profile: "q4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.RemovedStaging, []string{stale}) {
+		t.Errorf("RemovedStaging = %v, want [%s]", res.RemovedStaging, stale)
 	}
 }
 

@@ -1,6 +1,11 @@
 package dgq
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
 	"github.com/dgq-dev/dgq/layout"
 )
 
@@ -75,13 +80,15 @@ func Inspect(dir string) (*PackInfo, error) {
 		return nil, err
 	}
 	blobSize := int64(-1)
+	var blobFinding []Finding
 	if st, err := statBlob(dir, m); err == nil { // the local blob, for a layered pack
 		blobSize = st
+	} else if errors.Is(err, fs.ErrNotExist) {
+		blobFinding = []Finding{{Kind: KindBlob, Message: fmt.Sprintf("blob %s is missing", filepath.Base(m.Blob))}}
+	} else {
+		blobFinding = []Finding{{Kind: KindBlob, Message: fmt.Sprintf("blob %s cannot be read: %v", filepath.Base(m.Blob), err)}}
 	}
-	findings := Validate(m, blobSize)
-	if findings == nil {
-		findings = []Finding{}
-	}
+	findings := append(append([]Finding{}, blobFinding...), Validate(m, blobSize)...)
 	info := &PackInfo{
 		FormatVersion: m.Version, Profile: m.DGQProfile(), ManifestProfile: m.Profile, CustomClasses: m.CustomClasses,
 		RunsOn: m.RunsOn(), Layered: m.Layered(), Blob: m.Blob, BlobSize: m.CanonicalSize(), ExpertSplit: m.ExpertSplit,

@@ -3,9 +3,12 @@ package dgq
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/layout"
@@ -344,13 +347,17 @@ func (m *Manifest) DGQProfile() string {
 	return m.Profile
 }
 
-// RunsOn lists the runtimes that can load the pack: dgq always, the engine
-// ("diffgemma") unless the pack is dgq-only.
+// RunsOn lists the runtimes that can load the pack: dgq and the engine
+// ("diffgemma") for the engine's versions, dgq alone for a dgq-only pack
+// (version 1000), none for a version neither knows (empty, not nil).
 func (m *Manifest) RunsOn() []string {
-	if m.Version >= VersionAffine && m.Version <= VersionCustom {
+	switch {
+	case m.Version >= VersionAffine && m.Version <= VersionCustom:
 		return []string{"dgq", "diffgemma"}
+	case m.Version == VersionDGQOnly:
+		return []string{"dgq"}
 	}
-	return []string{"dgq"}
+	return []string{}
 }
 
 // ParseManifest decodes a manifest. It fails only when the document is not
@@ -366,10 +373,17 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	if n := bytes.Count(data, []byte(`"name"`)); n > MaxTensors+1024 {
 		return nil, fmt.Errorf("%w: %d entries exceeds the limit of %d tensors", ErrManifest, n, MaxTensors)
 	}
+	// dgq's earlier format is named even when the rest does not decode.
+	var legacy struct {
+		FormatVersion *int `json:"format_version"`
+	}
+	if json.Unmarshal(data, &legacy) == nil && legacy.FormatVersion != nil {
+		return nil, fmt.Errorf("%w: %w: a pack of dgq's earlier planar format (format_version %d), which no reader of the .dgq format accepts; quantize the source again", ErrManifest, ErrLegacyFormat, *legacy.FormatVersion)
+	}
 	var w wireManifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&w); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+		return nil, fmt.Errorf("%w: %s", ErrManifest, jsonProblem(err))
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrManifest)
@@ -388,7 +402,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 		// manifest (the engine ignores it).
 		var ext Extension
 		if err := json.Unmarshal(w.DGQ, &ext); err != nil {
-			m.decodeFindings = append(m.decodeFindings, Finding{Kind: KindManifest, Message: fmt.Sprintf("dgq object is malformed and ignored: %v", err)})
+			m.decodeFindings = append(m.decodeFindings, Finding{Kind: KindManifest, Message: fmt.Sprintf("dgq object is malformed and ignored: %s", jsonProblem(err))})
 		} else {
 			m.DGQ = &ext
 		}
@@ -491,4 +505,44 @@ func (m *Manifest) Marshal() ([]byte, error) {
 		return nil, fmt.Errorf("dgq: encode manifest: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// jsonProblem says what is wrong with a JSON document in the manifest's
+// terms: a value of the wrong type names its key and what it should be
+// ("key external_files holds an array, want an object"), not the Go type
+// it was decoded into.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	want := "another type"
+	switch te.Type.Kind() {
+	case reflect.Map, reflect.Struct:
+		want = "an object"
+	case reflect.Slice, reflect.Array:
+		want = "an array"
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "a whole number"
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	case reflect.Pointer:
+		want = "a value of another type"
+	}
+	if te.Field == "" {
+		return fmt.Sprintf("the document is %s %s, want %s", article(te.Value), te.Value, want)
+	}
+	return fmt.Sprintf("key %s holds %s %s, want %s", te.Field, article(te.Value), te.Value, want)
+}
+
+// article is "an" before a vowel, else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }

@@ -49,6 +49,7 @@ func CheckOutput(out string, force bool) error {
 type Staging struct {
 	out, tmp string
 	force    bool
+	removed  []string // stale staging directories removed on the way (RemovedStale)
 }
 
 // NewStaging creates the staging directory for out in out's parent.
@@ -62,37 +63,59 @@ func NewStaging(out string, force bool) (*Staging, error) {
 		return nil, fmt.Errorf("dgq: create %s: %w", parent, err)
 	}
 	prefix := stagingPrefix(abs)
-	removeStaleStaging(parent, prefix)
+	removed := removeStaleStaging(parent)
 	tmp, err := os.MkdirTemp(parent, prefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("dgq: create staging directory in %s: %w", parent, err)
 	}
-	return &Staging{out: abs, tmp: tmp, force: force}, nil
+	// The staging directory becomes the pack: 0755 less the umask, not
+	// MkdirTemp's 0700.
+	if err := ChmodPublic(tmp, DirMode); err != nil {
+		os.Remove(tmp)
+		return nil, err
+	}
+	return &Staging{out: abs, tmp: tmp, force: force, removed: removed}, nil
 }
 
-// stagingPrefix names the staging directories of out: ".NAME.dgq-tmp-PID-…".
-func stagingPrefix(out string) string { return "." + filepath.Base(out) + ".dgq-tmp-" }
+// RemovedStale lists the staging directories of killed runs that
+// NewStaging removed from the output's parent folder (full paths), so the
+// caller can say where the space came back from.
+func (s *Staging) RemovedStale() []string { return s.removed }
 
-// removeStaleStaging deletes staging directories of the same output left by
-// runs that were killed (their process no longer exists). Directories of
-// live processes, including concurrent runs, are left alone.
-func removeStaleStaging(parent, prefix string) {
+// stagingMarker is what every staging directory's name holds:
+// ".NAME.dgq-tmp-PID-…".
+const stagingMarker = ".dgq-tmp-"
+
+// stagingPrefix names the staging directories of out: ".NAME.dgq-tmp-PID-…".
+func stagingPrefix(out string) string { return "." + filepath.Base(out) + stagingMarker }
+
+// removeStaleStaging deletes the staging directories in parent left by runs
+// that were killed (their process no longer exists), whatever output they
+// were for, and returns their paths. Directories of live processes,
+// including concurrent runs, are left alone.
+func removeStaleStaging(parent string) []string {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
-		return
+		return nil
 	}
+	var removed []string
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || !e.IsDir() {
+		name := e.Name()
+		i := strings.LastIndex(name, stagingMarker)
+		if !e.IsDir() || !strings.HasPrefix(name, ".") || i < 1 {
 			continue
 		}
-		pidText, _, ok := strings.Cut(rest, "-")
+		pidText, _, ok := strings.Cut(name[i+len(stagingMarker):], "-")
 		pid, err := strconv.Atoi(pidText)
 		if !ok || err != nil || pid <= 0 || processAlive(pid) {
 			continue
 		}
-		_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+		dir := filepath.Join(parent, name)
+		if os.RemoveAll(dir) == nil {
+			removed = append(removed, dir)
+		}
 	}
+	return removed
 }
 
 // Path is the path of a file inside the staging directory.
@@ -162,7 +185,11 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("dgq: %w", err)
 	}
 	tmp := f.Name()
-	_, werr := f.Write(data)
+	// 0644 less the umask, as os.WriteFile would give, not CreateTemp's 0600.
+	werr := f.Chmod(PublicMode(FileMode))
+	if werr == nil {
+		_, werr = f.Write(data)
+	}
 	if werr == nil {
 		werr = f.Sync()
 	}

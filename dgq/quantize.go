@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dgq-dev/dgq/codecs"
+	"github.com/dgq-dev/dgq/dgq/limits"
 	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/layout"
 )
@@ -29,7 +30,7 @@ type QuantizeOptions struct {
 	Force      bool          // replace an existing pack at Out
 	Overlay    bool          // write a layered pack: raw tensors reference the source shards
 	Encoder    codecs.Method // Search (default) or MinMax (the engine's own encoders, byte for byte)
-	Workers    int           // encoding goroutines; 0 = GOMAXPROCS
+	Workers    int           // encoding goroutines; 0 = GOMAXPROCS; at most limits.WorkerCap
 	Progress   Progress
 }
 
@@ -41,6 +42,9 @@ type QuantizeResult struct {
 	Report      *Report   // nil for a dry run
 	SourceBytes int64
 	Elapsed     time.Duration
+	// RemovedStaging lists the staging folders of killed runs (of any
+	// output) that were removed from the output's parent folder.
+	RemovedStaging []string
 }
 
 // Quantize turns a Hugging Face snapshot into a self-contained pack in one
@@ -48,6 +52,9 @@ type QuantizeResult struct {
 // missing or unexpected tensors, shapes a format cannot hold) happens before
 // the output exists; the pack is published atomically at the end.
 func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error) {
+	if err := limits.First(ErrUsage, limits.Workers("--workers", opts.Workers)); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	policy, err := layout.NewPolicy(opts.Profile, opts.Sets)
 	if err != nil {
@@ -75,6 +82,9 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 		if err := CheckReportPath(opts.ReportPath, inv.source.Path, opts.Out); err != nil {
 			return nil, err
 		}
+		if err := checkReportReplace(opts.ReportPath, opts.Force); err != nil {
+			return nil, err
+		}
 	}
 	plan, err := layout.MakePlan(policy, inv.tensors)
 	if err != nil {
@@ -91,7 +101,7 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 		res.Elapsed = time.Since(start)
 		return res, nil
 	}
-	m, stats, err := writePack(ctx, opts, plan, inv, em)
+	m, stats, err := writePack(ctx, opts, plan, inv, em, res)
 	if err != nil {
 		return nil, err
 	}
@@ -190,8 +200,9 @@ func within(p, dir string) bool {
 }
 
 // writePack executes the plan through a PackWriter and publishes the pack.
-// em, when not nil, makes the pack layered.
-func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory, em *overlayEmitter) (*Manifest, []TensorStats, error) {
+// em, when not nil, makes the pack layered. The stale staging folders the
+// writer removed are recorded in res.
+func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory, em *overlayEmitter, res *QuantizeResult) (*Manifest, []TensorStats, error) {
 	blobSize := plan.BlobSize
 	if em != nil {
 		blobSize = em.local.Size
@@ -201,6 +212,7 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 		return nil, nil, err
 	}
 	defer w.Abort()
+	res.RemovedStaging = w.RemovedStale()
 	prog := ProgressOrNop(opts.Progress)
 	prog.Start("quantize", inv.bytes)
 	x := &executor{blob: w, workers: opts.Workers, method: opts.Encoder, progress: prog}

@@ -174,7 +174,6 @@ func TestRefusalsHappenBeforeOutput(t *testing.T) {
 		{"locked norm", tiny, "q4", []string{"norm=q8"}, layout.ErrLocked, "norm"},
 		{"unknown target", tiny, "q4", []string{"mlp=q4"}, layout.ErrTarget, "mlp"},
 		{"unknown format", tiny, "q4", []string{"attn=q3"}, codecs.ErrUnknownFormat, "q3"},
-		{"split experts", tiny, "q4", []string{"experts.down=q6"}, layout.ErrExpertFormats, "experts"},
 		{"unknown profile", tiny, "q7", nil, layout.ErrProfile, "q7"},
 		{"dims q4 on K=16", small, "q4", nil, layout.ErrDims, "experts.down_proj"},
 		{"dims --set experts=q4 on K=16", small, "bf16", []string{"experts=q4"}, layout.ErrDims, "down_proj"},
@@ -194,6 +193,61 @@ func TestRefusalsHappenBeforeOutput(t *testing.T) {
 				t.Errorf("error %q does not mention %q", err, c.mention)
 			}
 			assertNoOutput(t, out)
+		})
+	}
+}
+
+// The two expert stacks may be stored in different formats: --set
+// experts.down=q8 stores every down_proj in q8 and every gate_up_proj in the
+// profile's q4, in a dgq-only pack that audits clean (deep) and records why
+// the engine cannot run it.
+func TestSplitExpertFormats(t *testing.T) {
+	for _, c := range []struct {
+		sets           []string
+		gateUp, down   codecs.Format
+		profile, dgqOK string
+	}{
+		{[]string{"experts.down=q8"}, codecs.Q4, codecs.Q8, "q4", "experts"},
+		{[]string{"experts.gate_up=q6"}, codecs.Q6, codecs.Q4, "q4", "one kind"},
+		{[]string{"EXPERTS.DOWN=Q8,attn=bf16"}, codecs.Q4, codecs.Q8, "Q4", "experts"},
+	} {
+		t.Run(strings.Join(c.sets, " "), func(t *testing.T) {
+			out, res := quantize(t, tinySnapshot(t), c.profile, c.sets...)
+			var gateUps, downs int
+			for _, tn := range res.Manifest.Tensors {
+				switch {
+				case strings.HasSuffix(tn.Name, "experts.gate_up_proj"):
+					gateUps++
+					if tn.Format != c.gateUp {
+						t.Errorf("%s stored as %s, want %s", tn.Name, tn.Format, c.gateUp)
+					}
+				case strings.HasSuffix(tn.Name, "experts.down_proj"):
+					downs++
+					if tn.Format != c.down {
+						t.Errorf("%s stored as %s, want %s", tn.Name, tn.Format, c.down)
+					}
+				}
+			}
+			if gateUps == 0 || gateUps != downs {
+				t.Fatalf("%d gate_up and %d down tensors", gateUps, downs)
+			}
+			if res.Manifest.Version != VersionDGQOnly || !strings.Contains(res.Manifest.DGQ.DGQOnly, c.dgqOK) {
+				t.Errorf("version %d, dgq_only %q", res.Manifest.Version, res.Manifest.DGQ.DGQOnly)
+			}
+			rep, err := Audit(context.Background(), out, AuditOptions{Deep: true})
+			if err != nil || !rep.OK {
+				t.Fatalf("audit: %v %v", err, rep)
+			}
+			// The same manifest claiming a version the engine runs is refused.
+			m := *res.Manifest
+			m.Version, m.DGQ.DGQOnly = VersionCustom, ""
+			found := false
+			for _, f := range Validate(&m, -1) {
+				found = found || (f.Kind == KindVersion && strings.Contains(f.Message, "expert stacks differ"))
+			}
+			if !found {
+				t.Errorf("version %d with split expert stacks: findings %v", m.Version, Validate(&m, -1))
+			}
 		})
 	}
 }

@@ -2,8 +2,15 @@ package dgq
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"maps"
 	"math"
+	"os"
+	"slices"
+	"strings"
 
 	"github.com/dgq-dev/dgq/codecs"
 	"github.com/dgq-dev/dgq/layout"
@@ -77,6 +84,71 @@ func finiteClasses(cs []ClassReport) []ClassReport {
 		}
 	}
 	return out
+}
+
+// maxReportBytes bounds what checkReportReplace reads of an existing
+// --report file (a report of the real model is well under 1 MiB).
+const maxReportBytes = 64 << 20
+
+// checkReportReplace refuses, before any work, an existing --report file
+// that would be replaced: without force any (ErrExists), and even with force
+// one that is not a previous dgq quantize report (ErrUsage) — --report could
+// otherwise name another pack's manifest, a source file, the dgq binary.
+func checkReportReplace(path string, force bool) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dgq: --report %s: %w", path, err)
+	}
+	if !force {
+		return fmt.Errorf("%w: --report %s exists; pass --force to replace a previous report, or write the report elsewhere", ErrExists, path)
+	}
+	if why := notAReport(path, st); why != "" {
+		return fmt.Errorf("%w: --report %s exists and is not a dgq quantize report (%s); even with --force dgq replaces only a previous report: remove it or write the report elsewhere", ErrUsage, path, why)
+	}
+	return nil
+}
+
+// notAReport says why the file at path is not a report Quantize wrote ("" when
+// it is one): a regular file of at most maxReportBytes holding one JSON object
+// with exactly the keys profile, overrides, tensors and classes, of their
+// types.
+func notAReport(path string, st fs.FileInfo) string {
+	if st.Mode()&fs.ModeSymlink != 0 {
+		if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+			return "a link to no regular file"
+		}
+	} else if !st.Mode().IsRegular() {
+		return "not a regular file"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxReportBytes+1))
+	if err != nil {
+		return err.Error()
+	}
+	if len(data) > maxReportBytes {
+		return fmt.Sprintf("larger than %d bytes", maxReportBytes)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return "not a JSON object"
+	}
+	want := []string{"classes", "overrides", "profile", "tensors"}
+	got := slices.Sorted(maps.Keys(keys))
+	if !slices.Equal(got, want) {
+		return fmt.Sprintf("its keys are %s, a report's %s", strings.Join(got, ", "), strings.Join(want, ", "))
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil || r.Profile == "" {
+		return "its keys do not hold a report's values"
+	}
+	return ""
 }
 
 func (r *Report) writeFile(path string) error {

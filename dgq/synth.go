@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dgq-dev/dgq/dgq/limits"
+	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/layout"
 )
 
@@ -23,12 +25,45 @@ type SynthOptions struct {
 	Out        string
 	Layers     int // number of decoder layers (the real model has 30)
 	Seed       uint64
-	ShardBytes int64 // maximum shard size; default 5 GB like the published checkpoint
+	ShardBytes int64 // maximum shard size, MinShardBytes…MaxShardBytes; 0: SynthShardBytes (5 GB, like the published checkpoint)
 	Force      bool
 	Progress   Progress
 	// Config, when set, is a config.json to synthesize instead of the
 	// real model's (Layers is then ignored): any shapes, e.g. tiny test packs.
 	Config []byte
+}
+
+// Bounds of SynthOptions.
+const (
+	MaxSynthLayers  = 30            // the real model's decoder layers
+	SynthShardBytes = 5_000_000_000 // the published checkpoint's shards
+	// MinShardBytes and MaxShardBytes bound ShardBytes: smaller shards
+	// only multiply files (a shard always holds at least one tensor).
+	MinShardBytes = 32 << 10
+	MaxShardBytes = 1 << 40
+)
+
+// check refuses the options out of range, and an output inside the
+// Hugging Face cache (dgq never writes there), before anything is written.
+func (o SynthOptions) check() error {
+	errs := []error{
+		limits.NonNegative("--shard-size", o.ShardBytes, fmt.Sprintf("0 is %d bytes, the published checkpoint's", int64(SynthShardBytes))),
+	}
+	if o.ShardBytes != 0 {
+		errs = append(errs, limits.Min("--shard-size", o.ShardBytes, MinShardBytes),
+			limits.Max("--shard-size", o.ShardBytes, MaxShardBytes, "the maximum of 1 TiB"))
+	}
+	if o.Config == nil {
+		errs = append(errs, limits.Min("--layers", o.Layers, 1),
+			limits.Max("--layers", o.Layers, MaxSynthLayers, fmt.Sprintf("the real model's %d layers", MaxSynthLayers)))
+	}
+	if err := limits.First(ErrUsage, errs...); err != nil {
+		return err
+	}
+	if hfcache.IsInCache(o.Out) {
+		return fmt.Errorf("%w: output %s lies inside the Hugging Face cache; dgq never writes there, choose another -o", ErrUsage, o.Out)
+	}
+	return nil
 }
 
 // SynthResult describes a synthesized snapshot.
@@ -46,11 +81,11 @@ type SynthResult struct {
 // degrees of freedom, std 0.02). It is a development tool for benchmarks at
 // the real shapes: streaming, bounded memory, shards of up to ShardBytes.
 func Synthesize(ctx context.Context, o SynthOptions) (*SynthResult, error) {
-	if o.Config == nil && (o.Layers < 1 || o.Layers > 30) {
-		return nil, fmt.Errorf("%w: --layers must be 1..30, got %d", ErrUsage, o.Layers)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
-	if o.ShardBytes <= 0 {
-		o.ShardBytes = 5_000_000_000
+	if o.ShardBytes == 0 {
+		o.ShardBytes = SynthShardBytes
 	}
 	if err := CheckOutput(o.Out, o.Force); err != nil {
 		return nil, err

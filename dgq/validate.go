@@ -206,7 +206,8 @@ func (v *validator) tensor(name string, t *Tensor) layout.Class {
 }
 
 // layout checks the relations between tensors: no overlaps, experts after
-// expert_split and everything else before it, and one expert format.
+// expert_split and everything else before it, and one format per expert
+// stack (the same for both stacks unless the pack is dgq-only).
 func (v *validator) layout() {
 	m := v.m
 	idx := make([]int, 0, len(m.Tensors))
@@ -227,7 +228,8 @@ func (v *validator) layout() {
 			prevEnd, prev = end, t.Name
 		}
 	}
-	expertFormat := codecs.FormatInvalid
+	// The first expert tensor of each role (gate_up, down) and its format.
+	var roleFirst [2]*Tensor
 	split, hasSplit := m.Split()
 	if hasSplit && !slices.ContainsFunc(m.Tensors, func(t Tensor) bool { return t.Class == layout.Experts }) {
 		v.add("", KindExpertSplit, "expert_split %d without expert tensors (writers omit it then)", split)
@@ -242,12 +244,21 @@ func (v *validator) layout() {
 			v.add(t.Name, KindExpertSplit, "%s tensor [%d, %d) reaches into the expert tail (expert_split %d)", t.Class, t.Offset, t.Offset+t.Size, split)
 		}
 		if isExpert && t.Format.Valid() {
-			if expertFormat == codecs.FormatInvalid {
-				expertFormat = t.Format
-			} else if t.Format != expertFormat {
-				v.add(t.Name, KindClass, "expert tensors must share one format: found %s and %s", expertFormat.Kind(), t.Format.Kind())
+			i := 0
+			if _, r, err := layout.Classify(t.Name, len(t.Shape)); err == nil && r == layout.RoleDown {
+				i = 1
+			}
+			switch first := roleFirst[i]; {
+			case first == nil:
+				roleFirst[i] = &t
+			case t.Format != first.Format:
+				v.add(t.Name, KindClass, "expert tensors of one stack must share one format: found %s (%s) and %s", first.Format.Kind(), first.Name, t.Format.Kind())
 			}
 		}
+	}
+	if gu, dn := roleFirst[0], roleFirst[1]; gu != nil && dn != nil && gu.Format != dn.Format && m.Version != VersionDGQOnly {
+		v.add(dn.Name, KindVersion, "the expert stacks differ (%s is %s, %s is %s): only a dgq-only pack (version %d) may store them in two kinds, the engine runs both in one",
+			gu.Name, gu.Format.Kind(), dn.Name, dn.Format.Kind(), VersionDGQOnly)
 	}
 }
 

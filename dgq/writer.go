@@ -49,6 +49,10 @@ func (w *PackWriter) WriteAt(b []byte, off int64) (int, error) { return w.blob.W
 // Staging is the staging directory, for side files.
 func (w *PackWriter) Staging() *Staging { return w.st }
 
+// RemovedStale lists the staging directories of killed runs removed from the
+// output's parent folder when the writer was made (Staging.RemovedStale).
+func (w *PackWriter) RemovedStale() []string { return w.st.RemovedStale() }
+
 // Publish syncs the blob, checks m against every structural rule (a pack
 // that breaks one is never published), writes the manifest last and renames
 // the staging directory into place.

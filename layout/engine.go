@@ -83,8 +83,9 @@ func (p Policy) CustomClasses() map[string]string {
 }
 
 // EngineIncompatibility says why the engine cannot run the plan's pack, or
-// "" when it can: a dgq-only profile, or a tensor whose class has no engine
-// kernel for its format.
+// "" when it can: a dgq-only profile, a tensor whose class has no engine
+// kernel for its format, or expert stacks of two formats (the engine
+// dispatches both on one).
 func (plan *Plan) EngineIncompatibility() string {
 	switch plan.Profile {
 	case ProfileBF16:
@@ -95,6 +96,19 @@ func (plan *Plan) EngineIncompatibility() string {
 	for _, e := range plan.Entries {
 		if !EngineRuns(e.Class, e.Format, len(e.Shape)) {
 			return fmt.Sprintf("%s (class %s) is stored as %s, which the engine has no kernel for", e.Name, e.Class, e.Format.Kind())
+		}
+	}
+	var first *Entry
+	for i := range plan.Entries {
+		e := &plan.Entries[i]
+		if e.Class != Experts {
+			continue
+		}
+		if first == nil {
+			first = e
+		} else if e.Format != first.Format {
+			return fmt.Sprintf("%s is stored as %s and %s as %s; the engine runs both expert stacks in one kind",
+				first.Name, first.Format.Kind(), e.Name, e.Format.Kind())
 		}
 	}
 	return ""

@@ -66,6 +66,8 @@ func TestEngineIncompatibility(t *testing.T) {
 		{"q4", []string{"attn=q8"}, true}, {"q4", []string{"vision=q6"}, true},
 		{"bf16", nil, false}, {"q5", nil, false}, {"q4", []string{"attn=q6"}, false},
 		{"q4", []string{"experts=q8"}, false}, {"q4", []string{"dense=q5"}, false},
+		// Both expert stacks in kinds the engine runs, but not one kind.
+		{"q4", []string{"experts.down=q6"}, false}, {"q4", []string{"experts.gate_up=q6", "experts.down=q6"}, true},
 	} {
 		plan, err := MakePlan(mustPolicy(t, tc.profile, tc.sets...), tensors)
 		if err != nil {

@@ -20,8 +20,6 @@ var (
 	ErrOverrideSyntax = errclass.New(errclass.Usage, "layout: malformed --set override")
 	// ErrProfile: an unknown profile name.
 	ErrProfile = errclass.New(errclass.Usage, "layout: unknown profile")
-	// ErrExpertFormats: experts.gate_up and experts.down resolve to different formats.
-	ErrExpertFormats = errclass.New(errclass.Usage, "layout: experts.gate_up and experts.down must resolve to one format")
 	// ErrDims: a tensor's shape does not fit its resolved format. It wraps codecs.ErrDims.
 	ErrDims = errclass.Wrap(errclass.Invalid, "layout: shape does not fit format", codecs.ErrDims)
 	// ErrDuplicate: a tensor name or a --set target appears twice.

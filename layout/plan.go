@@ -124,7 +124,7 @@ func planEntry(p Policy, t Tensor) (Entry, error) {
 		if !errors.Is(err, codecs.ErrDims) {
 			return fail(err.Error(), "", err)
 		}
-		return fail(dimsRule(f, shape), p.dimsFix(c, f, shape), ErrDims)
+		return fail(dimsRule(f, shape), p.dimsFix(c, r, f, shape), ErrDims)
 	}
 	size, err := f.EncodedSize(t.DType, m)
 	if err != nil {
@@ -145,8 +145,9 @@ func dimsRule(f codecs.Format, shape []int64) string {
 }
 
 // dimsFix suggests the closest format that fits the shape, as the --set that
-// selects it, and lists every format that would.
-func (p Policy) dimsFix(c Class, f codecs.Format, shape []int64) string {
+// selects it (for experts under a role override, the role's target), and
+// lists every format that would.
+func (p Policy) dimsFix(c Class, r Role, f codecs.Format, shape []int64) string {
 	var legal []string
 	for _, g := range codecs.Formats() {
 		if g.CheckDims(shape) == nil {
@@ -162,7 +163,7 @@ func (p Policy) dimsFix(c Class, f codecs.Format, shape []int64) string {
 	}
 	set := fmt.Sprintf("--set %s=%s", classTarget(c), best)
 	if c == Experts && p.hasRoleOverride() {
-		set = fmt.Sprintf("--set %s=%s --set %s=%s", TargetExpertsGateUp, best, TargetExpertsDown, best)
+		set = fmt.Sprintf("--set %s=%s", roleTarget(r), best)
 	}
 	return fmt.Sprintf("use %s (formats that fit this shape: %s)", set, strings.Join(legal, ", "))
 }

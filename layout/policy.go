@@ -54,23 +54,41 @@ type Override struct {
 
 func (o Override) String() string { return o.Target + "=" + o.Format.String() }
 
-// ParseOverride parses a --set value of the form target=format. A locked
-// target is an error wrapping ErrLocked that gives the reason; an unknown
-// target wraps ErrTarget; an unknown format wraps codecs.ErrUnknownFormat.
+// formatAliases are names --set accepts for a format besides its own:
+// bf16 stores the tensor as the checkpoint holds it, which is raw.
+var formatAliases = map[string]string{"bf16": "raw"}
+
+// ParseOverride parses a --set value of the form target=format. Target and
+// format are case-insensitive, and bf16 is read as raw. A locked target is an
+// error wrapping ErrLocked that gives the reason; an unknown target wraps
+// ErrTarget; an unknown format wraps codecs.ErrUnknownFormat.
 func ParseOverride(s string) (Override, error) {
 	target, format, ok := strings.Cut(s, "=")
-	target, format = strings.TrimSpace(target), strings.TrimSpace(format)
+	target, format = strings.ToLower(strings.TrimSpace(target)), strings.ToLower(strings.TrimSpace(format))
 	if !ok || target == "" || format == "" {
 		return Override{}, fmt.Errorf("%w %q: want target=format, e.g. experts=q6", ErrOverrideSyntax, s)
 	}
 	if err := checkTarget(target); err != nil {
 		return Override{}, err
 	}
+	if alias, ok := formatAliases[format]; ok {
+		format = alias
+	}
 	f, err := codecs.ParseFormat(format)
 	if err != nil {
 		return Override{}, fmt.Errorf("layout: --set %s: %w", s, err)
 	}
 	return Override{Target: target, Format: f}, nil
+}
+
+// splitSets cuts --set values into single target=format items: one value
+// may hold several, separated by commas (--set attn=q8,dense=q8).
+func splitSets(sets []string) []string {
+	var out []string
+	for _, s := range sets {
+		out = append(out, strings.Split(s, ",")...)
+	}
+	return out
 }
 
 func checkTarget(target string) error {
@@ -90,11 +108,13 @@ type Policy struct {
 	Overrides []Override
 }
 
-// NewPolicy parses a profile name and --set values. Every malformed value is
+// NewPolicy parses a profile name and --set values (each value one
+// target=format or several separated by commas). Every malformed value is
 // reported (errors.Join). Setting one target twice to different formats wraps
-// ErrDuplicate; a policy whose experts.gate_up and experts.down resolve to
-// different formats wraps ErrExpertFormats. Repeated identical values are
-// merged, and the overrides are stored in canonical target order.
+// ErrDuplicate. Repeated identical values are merged, and the overrides are
+// stored in canonical target order. experts.gate_up and experts.down may
+// resolve to different formats: such a pack is dgq-only
+// (Plan.EngineIncompatibility).
 func NewPolicy(profile string, sets []string) (Policy, error) {
 	prof, err := ParseProfile(profile)
 	if err != nil {
@@ -102,7 +122,7 @@ func NewPolicy(profile string, sets []string) (Policy, error) {
 	}
 	var errs []error
 	var ovs []Override
-	for _, s := range sets {
+	for _, s := range splitSets(sets) {
 		o, err := ParseOverride(s)
 		if err != nil {
 			errs = append(errs, err)
@@ -117,11 +137,7 @@ func NewPolicy(profile string, sets []string) (Policy, error) {
 	if err != nil {
 		return Policy{}, err
 	}
-	p := Policy{Profile: prof, Overrides: merged}
-	if err := p.checkExperts(); err != nil {
-		return Policy{}, err
-	}
-	return p, nil
+	return Policy{Profile: prof, Overrides: merged}, nil
 }
 
 // mergeOverrides drops repeated identical overrides, refuses conflicting ones
@@ -151,12 +167,11 @@ func mergeOverrides(ovs []Override) ([]Override, error) {
 }
 
 // Validate checks a policy built by hand or decoded from a manifest: a known
-// profile, known unlocked targets, valid formats, no conflicting duplicates
-// and one expert format.
+// profile (its exact name), known unlocked targets, valid formats and no
+// conflicting duplicates.
 func (p Policy) Validate() error {
 	if !p.Profile.Valid() {
-		_, err := ParseProfile(string(p.Profile))
-		return err
+		return profileError(string(p.Profile))
 	}
 	var errs []error
 	for _, o := range p.Overrides {
@@ -170,38 +185,15 @@ func (p Policy) Validate() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if _, err := mergeOverrides(p.Overrides); err != nil {
-		return err
-	}
-	return p.checkExperts()
-}
-
-func (p Policy) checkExperts() error {
-	gu, down := p.Format(Experts, RoleGateUp), p.Format(Experts, RoleDown)
-	if gu != down {
-		return fmt.Errorf("%w: gate_up resolves to %s, down to %s (profile %s, --set %s); set both, e.g. --set experts=%s",
-			ErrExpertFormats, gu, down, p.Profile, p.describeOverrides(), gu)
-	}
-	return nil
-}
-
-func (p Policy) describeOverrides() string {
-	if len(p.Overrides) == 0 {
-		return "none"
-	}
-	parts := make([]string, len(p.Overrides))
-	for i, o := range p.Overrides {
-		parts[i] = o.String()
-	}
-	return strings.Join(parts, " ")
+	_, err := mergeOverrides(p.Overrides)
+	return err
 }
 
 // Format resolves the storage format of a tensor of class c and role r:
 // locked classes are raw; otherwise the profile's base format, replaced by a
 // class override, and for experts by a role override (experts.gate_up,
-// experts.down). Experts with RoleNone resolve as gate_up (a valid policy
-// gives both roles one format). An invalid class or profile gives
-// codecs.FormatInvalid.
+// experts.down). Experts with RoleNone resolve as gate_up. An invalid class
+// or profile gives codecs.FormatInvalid.
 func (p Policy) Format(c Class, r Role) codecs.Format {
 	f := p.Profile.Base(c, r)
 	if !f.Valid() || c.Locked() {
@@ -242,6 +234,14 @@ func classTarget(c Class) string {
 		return TargetVision
 	}
 	return ""
+}
+
+// roleTarget is the --set target of one expert role.
+func roleTarget(r Role) string {
+	if r == RoleDown {
+		return TargetExpertsDown
+	}
+	return TargetExpertsGateUp
 }
 
 // hasRoleOverride reports whether experts.gate_up or experts.down is set.

@@ -16,7 +16,12 @@ func TestParseProfile(t *testing.T) {
 			t.Errorf("ParseProfile(%q) = %q, %v", s, p, err)
 		}
 	}
-	for _, s := range []string{"", "Q4", "q8", "raw", "nvfp4 "} {
+	for s, want := range map[string]Profile{"Q4": ProfileQ4, "NVFP4X": ProfileNVFP4X, "Bf16": ProfileBF16} {
+		if p, err := ParseProfile(s); err != nil || p != want {
+			t.Errorf("ParseProfile(%q) = %q, %v; want %q", s, p, err, want)
+		}
+	}
+	for _, s := range []string{"", "q8", "raw", "nvfp4 "} {
 		_, err := ParseProfile(s)
 		if !errors.Is(err, ErrProfile) || !strings.Contains(err.Error(), "bf16, q4, q5, q6, nvfp4, nvfp4x") {
 			t.Errorf("ParseProfile(%q) = %v", s, err)
@@ -79,6 +84,10 @@ func TestParseOverride(t *testing.T) {
 		"sc=q5":              {TargetSC, codecs.Q5},
 		"vision=q8":          {TargetVision, codecs.Q8},
 		" vision = nvfp4 ":   {TargetVision, codecs.NVFP4},
+		"attn=Q4":            {TargetAttn, codecs.Q4},
+		"Experts.Down=NVFP4": {TargetExpertsDown, codecs.NVFP4},
+		"experts=bf16":       {TargetExperts, codecs.Raw},
+		"dense=BF16":         {TargetDense, codecs.Raw},
 	}
 	for s, want := range good {
 		o, err := ParseOverride(s)
@@ -98,13 +107,13 @@ func TestParseOverride(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range []string{"expert=q4", "mlp=q4", "experts.gate=q4", "Attn=q4", "all=q4"} {
+	for _, s := range []string{"expert=q4", "mlp=q4", "experts.gate=q4", "all=q4"} {
 		_, err := ParseOverride(s)
 		if !errors.Is(err, ErrTarget) || !strings.Contains(err.Error(), "experts, experts.gate_up, experts.down, attn, dense, sc, vision") {
 			t.Errorf("ParseOverride(%q) = %v; want ErrTarget listing targets", s, err)
 		}
 	}
-	for _, s := range []string{"attn=q3", "attn=Q4", "attn=invalid", "experts=bf16"} {
+	for _, s := range []string{"attn=q3", "attn=invalid", "experts=f16", "attn=q4,q8"} {
 		if _, err := ParseOverride(s); !errors.Is(err, codecs.ErrUnknownFormat) {
 			t.Errorf("ParseOverride(%q) = %v; want codecs.ErrUnknownFormat", s, err)
 		}
@@ -136,11 +145,19 @@ func TestNewPolicy(t *testing.T) {
 		{"nvfp4", []string{"attn=raw", "vision=q8"}, nil, codecs.NVFP4, codecs.NVFP4, codecs.Raw, codecs.Q8, 2},
 		{"q4", []string{"attn=q8", "attn=q8"}, nil, codecs.Q4, codecs.Q4, codecs.Q8, codecs.Raw, 1},
 		{"bf16", []string{"experts=q4", "experts.down=q4"}, nil, codecs.Q4, codecs.Q4, codecs.Raw, codecs.Raw, 2},
-		// Mismatched expert formats.
-		{"q4", []string{"experts.down=q6"}, ErrExpertFormats, 0, 0, 0, 0, 0},
-		{"q4", []string{"experts.gate_up=nvfp4"}, ErrExpertFormats, 0, 0, 0, 0, 0},
-		{"q4", []string{"experts=q6", "experts.gate_up=q4"}, ErrExpertFormats, 0, 0, 0, 0, 0},
-		{"q6", []string{"experts.gate_up=q4", "experts.down=q5"}, ErrExpertFormats, 0, 0, 0, 0, 0},
+		// The two expert stacks in different formats (a dgq-only pack).
+		{"q4", []string{"experts.down=q6"}, nil, codecs.Q4, codecs.Q6, codecs.Raw, codecs.Raw, 1},
+		{"q4", []string{"experts.down=q8"}, nil, codecs.Q4, codecs.Q8, codecs.Raw, codecs.Raw, 1},
+		{"q4", []string{"experts.gate_up=nvfp4"}, nil, codecs.NVFP4, codecs.Q4, codecs.Raw, codecs.Raw, 1},
+		{"q4", []string{"experts=q6", "experts.gate_up=q4"}, nil, codecs.Q4, codecs.Q6, codecs.Raw, codecs.Raw, 2},
+		{"q6", []string{"experts.gate_up=q4", "experts.down=q5"}, nil, codecs.Q4, codecs.Q5, codecs.Raw, codecs.Raw, 2},
+		// Spelling: case-insensitive names, bf16 for raw, comma-separated lists.
+		{"Q4", []string{"ATTN=Q8"}, nil, codecs.Q4, codecs.Q4, codecs.Q8, codecs.Raw, 1},
+		{"q4", []string{"experts=bf16"}, nil, codecs.Raw, codecs.Raw, codecs.Raw, codecs.Raw, 1},
+		{"q4", []string{"attn=q8,vision=q8"}, nil, codecs.Q4, codecs.Q4, codecs.Q8, codecs.Q8, 2},
+		{"q4", []string{"attn=q8, experts.down=q6", "vision=raw"}, nil, codecs.Q4, codecs.Q6, codecs.Q8, codecs.Raw, 3},
+		{"q4", []string{"attn=q8,"}, ErrOverrideSyntax, 0, 0, 0, 0, 0},
+		{"q4", []string{"attn=q8,attn=q4"}, ErrDuplicate, 0, 0, 0, 0, 0},
 		// Conflicts, locked, unknown.
 		{"q4", []string{"attn=q8", "attn=q4"}, ErrDuplicate, 0, 0, 0, 0, 0},
 		{"q4", []string{"router=q8"}, ErrLocked, 0, 0, 0, 0, 0},
@@ -202,7 +219,8 @@ func TestPolicyValidate(t *testing.T) {
 		{Policy{Profile: "q4", Overrides: []Override{{"nope", codecs.Q8}}}, ErrTarget},
 		{Policy{Profile: "q4", Overrides: []Override{{"attn", codecs.FormatInvalid}}}, codecs.ErrUnknownFormat},
 		{Policy{Profile: "q4", Overrides: []Override{{"attn", codecs.Q8}, {"attn", codecs.Q4}}}, ErrDuplicate},
-		{Policy{Profile: "q4", Overrides: []Override{{"experts.down", codecs.Q8}}}, ErrExpertFormats},
+		{Policy{Profile: "q4", Overrides: []Override{{"experts.down", codecs.Q8}}}, nil},
+		{Policy{Profile: "Q4"}, ErrProfile}, // a manifest's profile is its exact name
 	} {
 		if err := tt.p.Validate(); !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
 			t.Errorf("Validate(%v) = %v; want %v", tt.p, err, tt.err)

@@ -2,6 +2,7 @@ package layout
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dgq-dev/dgq/codecs"
 )
@@ -35,12 +36,17 @@ func (p Profile) Valid() bool {
 
 func (p Profile) String() string { return string(p) }
 
-// ParseProfile parses a profile name.
+// ParseProfile parses a profile name, case-insensitively (Q4 is q4).
 func ParseProfile(s string) (Profile, error) {
-	if p := Profile(s); p.Valid() {
+	if p := Profile(strings.ToLower(s)); p.Valid() {
 		return p, nil
 	}
-	return "", fmt.Errorf("%w %q (valid: bf16, q4, q5, q6, nvfp4, nvfp4x)", ErrProfile, s)
+	return "", profileError(s)
+}
+
+// profileError is the refusal of an unknown profile name.
+func profileError(s string) error {
+	return fmt.Errorf("%w %q (valid: bf16, q4, q5, q6, nvfp4, nvfp4x)", ErrProfile, s)
 }
 
 // Base is the format the profile gives a tensor of class c and role r,

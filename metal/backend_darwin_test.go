@@ -88,7 +88,7 @@ func TestDeviceEngineParity(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			r, err := check.Parity(e, ref, check.DefaultBounds())
+			r, err := check.Parity(t.Context(), e, ref, check.DefaultBounds())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -36,7 +36,7 @@ func TestEngineParity(t *testing.T) {
 					t.Error(err)
 				}
 			})
-			r, err := check.Parity(e, ref, check.DefaultBounds())
+			r, err := check.Parity(t.Context(), e, ref, check.DefaultBounds())
 			if err != nil {
 				t.Fatal(err)
 			}

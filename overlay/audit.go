@@ -13,9 +13,23 @@ import (
 // message carries the `dgq download` command that fixes it) and verifies the
 // digests through the assembled canonical view, the same view Open gives
 // every consumer.
+//
+// A digest that does not match bytes read from a pinned Hugging Face shard
+// is a stale finding too: the shard changed after it was pinned, and the
+// message names the shard and ends with the `dgq download … --include FILE`
+// that fetches it again.
 func Audit(ctx context.Context, dir string, opts dgq.AuditOptions) (*dgq.AuditReport, error) {
 	opts.Layered = auditView
-	return dgq.Audit(ctx, dir, opts)
+	rep, err := dgq.Audit(ctx, dir, opts)
+	if err != nil || rep.OK {
+		return rep, err
+	}
+	if resolved, err := dgq.ResolvePack(dir); err == nil {
+		if m, err := dgq.ReadManifest(resolved); err == nil && m.Layered() {
+			rep = dgq.ReportOf(staleFindings(m, rep.Findings))
+		}
+	}
+	return rep, nil
 }
 
 func auditView(_ context.Context, dir string, m *dgq.Manifest) ([]byte, func(), []dgq.Finding) {

@@ -3,9 +3,13 @@ package overlay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/dgq-dev/dgq/codecs"
@@ -58,9 +62,9 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	if err := dgq.CheckOutputPlacement(o.Pack, o.Out); err != nil {
 		return nil, err
 	}
-	repo, rev := baseOf(m, o)
-	if repo == "" || rev == "" {
-		return nil, fmt.Errorf("%w: %s records no Hugging Face source; pass --hf-repo ORG/NAME --hf-revision REV", ErrRepack, o.Pack)
+	repo, rev, err := baseOf(m, o)
+	if err != nil {
+		return nil, err
 	}
 	root, _ := hfcache.CacheRoot()
 	res, err := hfcache.Resolve(root, hfcache.RepoRef{Repo: repo, Revision: rev})
@@ -80,6 +84,9 @@ func RepackOverlay(ctx context.Context, o RepackOptions) (*RepackResult, error) 
 	base := map[string]hfcache.TensorRef{}
 	for _, r := range snap.Tensors() {
 		base[r.Name] = r
+	}
+	if err := checkBase(o.Pack, m, snap, base, repo+"@"+res.Revision); err != nil {
+		return nil, err
 	}
 	prog := dgq.ProgressOrNop(o.Progress)
 	prog.Start("verify", m.CanonicalSize())
@@ -307,27 +314,115 @@ func writeLayout(ctx context.Context, o RepackOptions, m *dgq.Manifest, srcDir s
 	return w.Publish(m)
 }
 
-// baseOf picks the base repo and revision: the flags, else the pack's record,
-// else what the recorded source path says.
-func baseOf(m *dgq.Manifest, o RepackOptions) (string, string) {
-	repo, rev := o.HFRepo, o.HFRevision
+// baseOf picks the base repo and revision: the flags, else the pack's
+// record (dgq.source, else what the recorded source path says). A recorded
+// revision is only taken for the recorded repo: --hf-repo naming another
+// repo needs --hf-revision. Without a repo or a revision it is ErrBase,
+// naming the flag that is missing.
+func baseOf(m *dgq.Manifest, o RepackOptions) (string, string, error) {
+	var recRepo, recRev string
 	if m.DGQ != nil && m.DGQ.Source != nil {
-		if repo == "" {
-			repo = m.DGQ.Source.Repo
-		}
-		if rev == "" {
-			rev = m.DGQ.Source.Revision
-		}
+		recRepo, recRev = m.DGQ.Source.Repo, m.DGQ.Source.Revision
 	}
 	if r, v, ok := hfcache.Detect(m.SourceModel); ok {
-		if repo == "" {
-			repo = r
+		if recRepo == "" {
+			recRepo = r
 		}
-		if rev == "" {
-			rev = v
+		if recRev == "" && r == recRepo {
+			recRev = v
 		}
 	}
-	return repo, rev
+	repo, rev := o.HFRepo, o.HFRevision
+	if repo == "" {
+		repo = recRepo
+	}
+	if rev == "" && repo == recRepo {
+		rev = recRev
+	}
+	switch {
+	case repo == "" && rev == "":
+		return "", "", fmt.Errorf("%w: %s records no Hugging Face source; pass --hf-repo ORG/NAME --hf-revision REV", ErrBase, o.Pack)
+	case repo == "":
+		return "", "", fmt.Errorf("%w: %s records no Hugging Face source; pass --hf-repo ORG/NAME with --hf-revision %s", ErrBase, o.Pack, rev)
+	case rev == "" && recRepo != "" && repo != recRepo:
+		return "", "", fmt.Errorf("%w: --hf-repo %s is not the pack's recorded source %s, whose revision does not apply; pass --hf-revision REV", ErrBase, repo, recRepo)
+	case rev == "" && recRepo == "":
+		return "", "", fmt.Errorf("%w: %s records no Hugging Face source; with --hf-repo %s pass --hf-revision REV", ErrBase, o.Pack, repo)
+	case rev == "":
+		return "", "", fmt.Errorf("%w: %s records no revision of %s; pass --hf-revision REV", ErrBase, o.Pack, repo)
+	}
+	return repo, rev, nil
+}
+
+// checkBase refuses a base snapshot that is not the pack's model: the
+// pack's config.json (when it has one) must equal the snapshot's, every raw
+// tensor of the pack that the snapshot holds must have its shape and dtype
+// (a tensor of the same name otherwise would be referenced, or silently kept
+// local, against another model), and the snapshot must hold at least one of
+// the pack's raw tensors. The error names the first mismatch.
+func checkBase(pack string, m *dgq.Manifest, snap *hfcache.Snapshot, base map[string]hfcache.TensorRef, name string) error {
+	if pc, err := readPackConfig(pack); err != nil {
+		return err
+	} else if pc != nil {
+		data, err := snap.ReadFile("config.json", maxConfigBytes)
+		if err != nil {
+			return fmt.Errorf("overlay: base %s: %w", name, err)
+		}
+		sc, err := layout.ParseConfig(data)
+		if err != nil {
+			return fmt.Errorf("overlay: base %s: config.json: %w", name, err)
+		}
+		if d := layout.ConfigDiff(pc, sc); len(d) > 0 {
+			return fmt.Errorf("%w: base %s has another config.json than the pack %s (%s); pass the pack's own source with --hf-repo and --hf-revision", ErrBase, name, pack, d[0])
+		}
+	}
+	found := 0
+	for _, t := range m.Tensors {
+		if t.Format != codecs.Raw {
+			continue
+		}
+		ref, ok := base[t.Name]
+		if !ok {
+			continue
+		}
+		if ref.DType != t.DType || !slices.Equal(ref.Shape, t.Shape) {
+			return fmt.Errorf("%w: base %s holds %s as %s %v, the pack as %s %v; pass the pack's own source with --hf-repo and --hf-revision",
+				ErrBase, name, t.Name, ref.DType, ref.Shape, t.DType, t.Shape)
+		}
+		found++
+	}
+	if found == 0 {
+		return fmt.Errorf("%w: base %s holds none of the pack's raw tensors: nothing could be referenced; pass the pack's own source with --hf-repo and --hf-revision", ErrBase, name)
+	}
+	return nil
+}
+
+// maxConfigBytes bounds a config.json read to compare.
+const maxConfigBytes = 16 << 20
+
+// readPackConfig parses the pack's config.json side file; nil when the pack
+// has none.
+func readPackConfig(pack string) (*layout.Config, error) {
+	f, err := os.Open(filepath.Join(pack, "config.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %s: %w", pack, err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("%w: %s: config.json is larger than %d bytes", dgq.ErrInvalid, pack, maxConfigBytes)
+	}
+	c, err := layout.ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("overlay: %s: config.json: %w", pack, err)
+	}
+	return c, nil
 }
 
 // rewrittenManifest copies m for a repack: the tensors (to be given new

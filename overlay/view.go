@@ -31,18 +31,28 @@ func Open(dir string) (*dgq.Pack, error) { return OpenWith(dir, Options{}) }
 // address space assembled (see the package doc). Either way the result is a
 // *dgq.Pack whose Blob() is the canonical, 64-byte-aligned address space.
 func OpenWith(dir string, o Options) (*dgq.Pack, error) {
+	return OpenContext(context.Background(), dir, o)
+}
+
+// OpenContext is OpenWith whose digest verification (the long part: every
+// tensor byte hashed) stops when ctx is done, returning an error that wraps
+// ctx.Err(); nothing stays open then.
+func OpenContext(ctx context.Context, dir string, o Options) (*dgq.Pack, error) {
 	p, err := open(dir)
 	if err != nil || o.SkipDigests {
 		return p, err
 	}
 	findings := append(dgq.CheckFiles(dir, p.Manifest), dgq.PaddingFindings(p.Manifest, p.Blob())...)
-	df, err := dgq.AuditDigests(context.Background(), p.Manifest, p.Blob(), dgq.AuditOptions{Workers: o.Workers})
+	df, err := dgq.AuditDigests(ctx, p.Manifest, p.Blob(), dgq.AuditOptions{Workers: o.Workers})
 	if err != nil {
 		p.Close()
 		return nil, err
 	}
 	if findings = append(findings, df...); len(findings) > 0 {
 		p.Close()
+		if p.Manifest.Layered() {
+			return nil, loadError(dir, p.Manifest, findings) // a changed shard is stale, not invalid
+		}
 		return nil, &dgq.InvalidError{Dir: dir, Findings: findings}
 	}
 	return p, nil

@@ -16,7 +16,14 @@ func newAuditCmd(e *env) *cobra.Command {
 		Short: "Check every rule of the format and every digest; exit 0 only when the pack is clean",
 		Long: `audit checks every rule of the .dgq format (the engine's and dgq's) and every tensor's digest. A pack
 without digests (as the engine writes them) gets a note, not a problem: its content cannot be verified;
---deep also decodes every tensor and reports any that holds a NaN or an infinity.`,
+--deep also decodes every tensor and reports any that holds a NaN or an infinity. Every finding is listed, not
+only the first; the last line says what was checked.
+
+It reads the pack (a folder or ORG/NAME[@REV] in the hub cache) and, for a layered pack, the base shards it
+references in the Hugging Face cache.
+
+Exit codes: 0 nothing but notes; 2 usage; 3 any finding; 4 only stale findings (the pack is fine: the cache
+needs the dgq download the messages name); 130 interrupted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, err := overlay.Audit(e.ctx, args[0], dgq.AuditOptions{Progress: newProgress(e), Deep: deep})
@@ -28,10 +35,10 @@ without digests (as the engine writes them) gets a note, not a problem: its cont
 					return err
 				}
 			} else {
-				renderAudit(e.stdout, args[0], rep)
+				renderAudit(e.stdout, args[0], rep, deep)
 			}
 			if !rep.OK {
-				err := fmt.Errorf("audit of %s found %d problem(s)", args[0], len(rep.Findings))
+				err := fmt.Errorf("audit of %s found %s", args[0], plural(len(rep.Findings), "problem", "problems"))
 				return &codedError{err: err, code: auditExitCode(rep), silent: asJSON}
 			}
 			return nil

@@ -28,8 +28,10 @@ func checkBackend(b, precision string) error {
 	return nil
 }
 
-// backendFlags adds --backend and --precision to a command that runs a pack.
+// backendFlags adds --backend, --precision and --max-memory to a command
+// that runs a pack.
 func backendFlags(c *cobra.Command, lo *session.Options) {
 	c.Flags().StringVar(&lo.Backend, "backend", "cpu", "compute backend: "+strings.Join(backend.Names(), ", "))
 	c.Flags().StringVar(&lo.Precision, "precision", "f32", "matrix-product arithmetic of a GPU backend: f32 (exact) or bf16 (tensor cores, fast)")
+	c.Flags().Var(&lo.MaxMemory, "max-memory", "refuse the run when its memory estimate exceeds this (64GB, 48GiB, bytes; default: what the backend has)")
 }

@@ -20,7 +20,14 @@ func newCardCmd(e *env) *cobra.Command {
 (base_model_relation: quantized, its licence when its card is in the hub cache), what the pack is, its per-class
 formats, sizes and bits per weight, and how to run it with dgq and with the diffgemma engine. --verify adds the
 numbers of a dgq verify --json report of this pack. A README.md that dgq card did not write is replaced only with
---force. The same pack and report give the same bytes.`,
+--force. The same pack and report give the same bytes.
+
+It reads the manifest (none of the blob), the base model's README.md in the hub cache for its licence, and
+the --verify report; it writes PACK/README.md or -o FILE.
+
+Exit codes: 0; 2 usage (a README.md not written by dgq card without --force, an output in the Hugging Face
+cache, a --repo or --base-model that is malformed or names another model, a report of another pack); 3 not a
+pack, a pack that breaks a rule, no base model recorded or given, a --verify file that is not a report; 5 I/O.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Pack = args[0]

@@ -217,6 +217,15 @@ func TestCLIDocJSONKeys(t *testing.T) {
 	}
 	report := filepath.Join(t.TempDir(), "err.json")
 	verifyOut := filepath.Join(t.TempDir(), "verify.json")
+	// A hub cache holding the checkpoint, for a layered pack and both repacks.
+	hub := filepath.Join(t.TempDir(), "hub")
+	if _, err := testmodel.WriteHubCache(hub); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DGQ_HF_HOME", hub)
+	repo := testmodel.HubInfo().Repo
+	work := t.TempDir()
+	layered, direct := filepath.Join(work, "layered"), filepath.Join(work, "direct")
 	steps := []struct {
 		command string
 		args    []string
@@ -231,11 +240,18 @@ func TestCLIDocJSONKeys(t *testing.T) {
 		{"audit", []string{"audit", pack, "--json"}, ""},
 		{"tokenize", []string{"tokenize", pack, "hello world", "--json"}, ""},
 		{"bench", []string{"bench", pack, "--prompt-len", "8", "--canvas", "8", "--reps", "1", "--json"}, ""},
-		{"verify", []string{"verify", pack, "--source", src, "--windows", "2", "--prefix", "8", "--generations", "1", "--gen-steps", "4", "--json"}, verifyOut},
+		{"run", []string{"run", pack, "--prompt", "hello", "--max-new-tokens", "32", "--json"}, ""},
+		{"verify", []string{"verify", pack, "--source", src, "--windows", "2", "--prompt-len", "8", "--generations", "1", "--max-steps", "4", "--json"}, verifyOut},
 		{"selftest", []string{"selftest", "--quick", "--json"}, ""},
 		{"doctor", []string{"doctor", "--json"}, ""},
 		{"version", []string{"version", "--json"}, ""},
 		{"card", []string{"card", pack, "--verify", verifyOut, "--base-model", testmodel.HubInfo().Repo, "--json"}, ""},
+		{"quantize", []string{"quantize", "--profile", "q4", "--overlay", "-m", repo, "-o", layered, "--json"}, ""},
+		{"quantize", []string{"quantize", "--profile", "q4", "-m", repo, "-o", direct, "--json"}, ""},
+		{"repack", []string{"repack", "--monolithic", "-m", layered, "-o", filepath.Join(work, "mono"), "--json"}, ""},
+		{"repack", []string{"repack", "--overlay", "-m", direct, "-o", filepath.Join(work, "back"), "--json"}, ""},
+		{"demo", []string{"demo", "--json"}, ""},
+		{"demo", []string{"demo", "--profile", "bf16", "-o", filepath.Join(work, "demo"), "--json"}, ""},
 	}
 	seen := map[string]bool{}
 	for _, s := range steps {
@@ -256,6 +272,14 @@ func TestCLIDocJSONKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertKeysDocumented(t, d, "quantize", string(raw))
+	// synth writes gigabytes at the real shapes: its object's keys, with
+	// every field set, stand for a run.
+	var synth strings.Builder
+	if err := writeJSON(&synth, synthResult{Dir: "d", Layers: 1, Tensors: 1, Shards: 1, Bytes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	assertKeysDocumented(t, d, "synth", synth.String())
+	seen["synth"] = true
 	// The error object any failing --json command prints.
 	r := dgqRun("inspect", filepath.Join(t.TempDir(), "none"), "--json")
 	if r.code == 0 {

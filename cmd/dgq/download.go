@@ -24,7 +24,12 @@ dgq quantize -m ORG/NAME, the hf CLI and transformers all find it; or, with --lo
 Files are fetched in parallel, large files in ranged parts; an interrupted download resumes where it stopped;
 every file is checked against the size and digest the Hub lists before it is published. The snapshot folder
 is the last line printed. REV may be given as ORG/NAME@REV or --revision, not both with different values.
-Environment: HF_ENDPOINT, HF_TOKEN (or the token file of hf auth login), HF_HUB_OFFLINE.`,
+Environment: HF_ENDPOINT, HF_TOKEN (or the token file of hf auth login), HF_HUB_OFFLINE.
+
+Exit codes: 0 the snapshot is complete; 2 usage (a malformed repo or revision, a repo, revision or file the Hub
+does not have, a gated repo without access, nothing selected); 3 a file whose size or digest differs from the
+Hub's listing; 4 offline and the cache lacks the files; 5 the network or the disk failed; 130 interrupted (the
+partial files stay for the next run).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Repo = args[0]

@@ -16,6 +16,10 @@ const (
 	exitIO       = 5 // I/O failure: unreadable/unwritable files, disk full
 	exitBackend  = 6 // the compute backend cannot run here (no GPU, a library missing)
 	exitCanceled = 130
+	// exitCanceled is an interruption by SIGINT or a canceled context;
+	// exitTerminated one by SIGTERM (128 + the signal's number, as a shell
+	// reports a process the signal ended).
+	exitTerminated = 143
 )
 
 // classCodes is the exit code of each error class.
@@ -32,7 +36,7 @@ var classCodes = map[errclass.Class]int{
 // exitKinds name the exit codes in JSON errors.
 var exitKinds = map[int]string{
 	exitFailure: "failure", exitUsage: "usage", exitInvalid: "invalid_input",
-	exitStale: "stale_cache", exitIO: "io", exitCanceled: "canceled", exitBackend: "backend_unavailable",
+	exitStale: "stale_cache", exitIO: "io", exitCanceled: "canceled", exitTerminated: "canceled", exitBackend: "backend_unavailable",
 }
 
 // codedError carries an explicit exit code; silent ones have already been

@@ -46,7 +46,6 @@ func TestExitCodes(t *testing.T) {
 		{"layout.ErrTarget", layout.ErrTarget, exitUsage},
 		{"layout.ErrOverrideSyntax", layout.ErrOverrideSyntax, exitUsage},
 		{"layout.ErrProfile", layout.ErrProfile, exitUsage},
-		{"layout.ErrExpertFormats", layout.ErrExpertFormats, exitUsage},
 		{"layout.ErrDims", layout.ErrDims, exitInvalid},
 		{"layout.ErrDuplicate", layout.ErrDuplicate, exitInvalid},
 		{"layout.ErrDuplicateSet", layout.ErrDuplicateSet, exitUsage},
@@ -90,12 +89,14 @@ func TestExitCodes(t *testing.T) {
 		{"dgq.ErrUsage", dgq.ErrUsage, exitUsage},
 
 		{"overlay.ErrRepack", overlay.ErrRepack, exitFailure},
+		{"overlay.ErrBase", overlay.ErrBase, exitUsage},
 
 		{"model.ErrBinding", model.ErrBinding, exitInvalid},
 		{"model.BindError", &model.BindError{Missing: []string{"a"}}, exitInvalid},
 		{"model.ErrInput", model.ErrInput, exitInvalid},
 		{"model.ErrCache", model.ErrCache, exitFailure},
 		{"check.ErrReference", check.ErrReference, exitInvalid},
+		{"check.ErrNoSpace", check.ErrNoSpace, exitIO},
 		{"backend.ErrUnknown", backend.ErrUnknown, exitUsage},
 		{"backend.ErrUnavailable", backend.ErrUnavailable, exitBackend},
 		{"metal.ErrUnavailable", metal.ErrUnavailable, exitBackend},
@@ -116,10 +117,12 @@ func TestExitCodes(t *testing.T) {
 		{"metal.ErrSanitizer", metal.ErrSanitizer, exitFailure},
 		{"generate.ErrConfig", generate.ErrConfig, exitInvalid},
 		{"session.ErrRun", session.ErrRun, exitInvalid},
+		{"session.ErrNotUTF8", session.ErrNotUTF8, exitUsage},
 
 		{"tokenizer.ErrFormat", tokenizer.ErrFormat, exitInvalid},
 		{"tokenizer.ErrUnsupported", tokenizer.ErrUnsupported, exitInvalid},
 		{"tokenizer.ErrTooLarge", tokenizer.ErrTooLarge, exitInvalid},
+		{"tokenizer.ErrMissing", tokenizer.ErrMissing, exitInvalid},
 
 		{"plain error", errors.New("boom"), exitFailure},
 		{"context.Canceled", context.Canceled, exitCanceled},

@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -18,7 +17,17 @@ func newInspectCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "inspect PACK [--json]",
 		Short: "Describe a pack: format, layout, per-class summary and every tensor",
-		Args:  cobra.ExactArgs(1),
+		Long: `inspect prints what a pack's manifest says: its version and where it runs (dgq and the diffgemma
+engine, dgq alone, or nothing for a version neither knows), profile, overrides, blob and expert split, a
+layered pack's external files, the per-class summary (tensors, parameters, bytes, bits per weight), every
+tensor, and the structural rule violations (a missing, empty or truncated blob among them).
+
+It reads the manifest and the blob's size, nothing of the weights: no digest is checked (dgq audit does).
+PACK is a pack folder or ORG/NAME[@REV] in the Hugging Face hub cache.
+
+Exit codes: 0 the manifest was read (rule violations are listed, not fatal); 2 usage; 3 not a pack (no or a
+malformed model.dgq.json); 4 a pack in the hub cache that is not there (the message gives the dgq download).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info, err := dgq.Inspect(args[0])
 			if err != nil {
@@ -42,7 +51,7 @@ func renderInspect(w io.Writer, dir string, info *dgq.PackInfo) {
 		gen = "not dgq (no dgq object)"
 	}
 	fmt.Fprintf(w, "  version %d, profile %s (manifest %s), generator %s, layered %v\n", info.FormatVersion, info.Profile, info.ManifestProfile, gen, info.Layered)
-	fmt.Fprintf(w, "  runs on: %s\n", strings.Join(info.RunsOn, ", "))
+	fmt.Fprintf(w, "  runs on: %s\n", runsOnText(info))
 	if info.DGQOnly != "" {
 		fmt.Fprintf(w, "  dgq-only: %s\n", info.DGQOnly)
 	}
@@ -53,6 +62,12 @@ func renderInspect(w io.Writer, dir string, info *dgq.PackInfo) {
 		fmt.Fprintf(w, "  custom class %s: %s\n", k, info.CustomClasses[k])
 	}
 	fmt.Fprintf(w, "  blob %s: %d bytes, expert_split %s\n", info.Blob, info.BlobSize, splitText(info.ExpertSplit != nil, deref(info.ExpertSplit)))
+	if n := len(info.Findings); n > 0 {
+		fmt.Fprintf(w, "  %s (dgq audit %s checks everything):\n", plural(n, "rule violation", "rule violations"), dir)
+		for _, f := range info.Findings {
+			fmt.Fprintf(w, "    %s\n", f)
+		}
+	}
 	if info.Layered {
 		fmt.Fprintf(w, "  layered: local blob %s bytes, local expert tail from %s; %d external files\n", optText(info.LocalBlobSize), optText(info.LocalExpertSplit), len(info.ExternalFiles))
 		for _, f := range info.ExternalFiles {
@@ -76,8 +91,8 @@ func renderInspect(w io.Writer, dir string, info *dgq.PackInfo) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%v\t%s\t%s\n", t.Offset, t.Size, t.Class, t.Format, t.DType, t.Shape, src, t.Name)
 	}
 	tw.Flush()
-	if len(info.Findings) > 0 {
-		fmt.Fprintf(w, "%d rule violation(s); run dgq audit %s for details\n", len(info.Findings), dir)
+	if n := len(info.Findings); n > 0 {
+		fmt.Fprintf(w, "%s (listed above); run dgq audit %s for details\n", plural(n, "rule violation", "rule violations"), dir)
 	}
 }
 

@@ -5,15 +5,13 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	_ "github.com/dgq-dev/dgq/cuda"  // registers --backend cuda
 	_ "github.com/dgq-dev/dgq/metal" // registers --backend metal
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

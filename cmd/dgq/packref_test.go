@@ -52,7 +52,7 @@ func TestPackByName(t *testing.T) {
 		{"audit", "org/tiny-q4"},
 		{"tokenize", "org/tiny-q4", "hello"},
 		{"run", "org/tiny-q4", "--prompt", "hi", "--max-new-tokens", "4", "--max-steps", "2", "--seed", "1"},
-		{"verify", "org/tiny-q4", "--windows", "1", "--prefix", "8", "--generations", "1", "--gen-steps", "2"},
+		{"verify", "org/tiny-q4", "--windows", "1", "--prompt-len", "8", "--generations", "1", "--max-steps", "2"},
 		{"bench", "org/tiny-q4", "--prompt-len", "8", "--canvas", "8", "--reps", "1"},
 	}
 	for _, args := range ok {

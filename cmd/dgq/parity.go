@@ -21,7 +21,7 @@ func newParityCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "parity PACK --reference FILE [--json] [--backend cpu|cuda|metal] [--precision f32|bf16]",
 		Short: "Run the transformers reference scenarios on a pack and compare every tensor",
-		Long: `parity loads the pack (every digest verified), replays the scenarios of a reference made by
+		Long: `parity loads the pack (every digest verified unless --skip-digests), replays the scenarios of a reference made by
 transformers (reference.safetensors + reference.json side by side: prompt prefill, denoise without and with
 self-conditioning, sampler quantities, a committed block then another step) and reports per tensor the max and
 mean abs error, cosine and argmax agreement. When the reference carries float64 results every float tensor is
@@ -30,7 +30,13 @@ when a tolerance fails. It gives a verdict only where one means something: a bf1
 reference, or a pack against a reference made from its own decoded weights; for a quantized pack against its
 source's reference it prints the numbers, refuses the verdict (exit 2) and points to dgq verify. With a GPU
 backend the same scenarios also run on the CPU backend and every float tensor's difference from it is reported
-and bounded (docs/cuda.md).`,
+and bounded (docs/cuda.md).
+
+It reads the pack and the reference.
+
+Exit codes: 0 a verdict, and every case passed; 1 a case failed its bound; 2 usage, or no verdict (the numbers
+are printed, the message says why); 3 not a pack, a pack that does not load, a missing or malformed reference;
+4 a pack or base shard not in the hub cache; 6 the backend cannot run here; 130 interrupted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkBackend(lo.Backend, lo.Precision); err != nil {
@@ -39,7 +45,7 @@ and bounded (docs/cuda.md).`,
 			if ref == "" {
 				return usageErr(fmt.Errorf("parity: --reference FILE is required"))
 			}
-			r, b, err := check.ParityRun(args[0], ref, lo)
+			r, b, err := check.ParityRun(e.ctx, args[0], ref, lo)
 			if err != nil {
 				return err
 			}
@@ -50,20 +56,25 @@ and bounded (docs/cuda.md).`,
 			} else {
 				renderParity(e.stdout, r, b)
 			}
-			if !r.Pass {
+			if r.Verdict && !r.Pass {
 				return &codedError{err: fmt.Errorf("parity of %s failed its tolerances", args[0]), code: exitFailure, silent: asJSON}
 			}
-			if !r.Judged && r.Backend == "cpu" {
-				err := fmt.Errorf("%w: %s: %s", check.ErrNoVerdict, args[0], r.NoVerdict)
+			if !r.Verdict {
+				why := r.NoVerdict
+				if r.Judged { // judged against the reference, yet no case held to a bound
+					why = "no case was held to a bound"
+				}
+				err := fmt.Errorf("%w: %s: %s", check.ErrNoVerdict, args[0], why)
 				return &codedError{err: err, code: exitUsage, silent: asJSON} // JSON: no_verdict says it
 			}
 			return nil
 		},
 	}
-	c.Flags().StringVar(&ref, "reference", "", "reference.safetensors (reference.json beside it) or their directory (required)")
+	c.Flags().StringVar(&ref, "reference", "", "the reference: X.safetensors (X.json, else reference.json, beside it), X.json, or their folder (required)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print {pass, cases} as JSON")
 	backendFlags(c, &lo)
 	c.Flags().IntVar(&lo.Workers, "workers", 0, "forward-pass goroutines (0 = all cores)")
+	c.Flags().BoolVar(&lo.SkipDigests, "skip-digests", false, "trust the pack's digests instead of verifying them at load")
 	return c
 }
 
@@ -78,7 +89,9 @@ type parityCaseJSON struct {
 	// RefErr is transformers' own float32 error on the tensor (the
 	// reference's float32 against its float64 result); absent without one.
 	RefErr *float64 `json:"ref_err,omitempty"`
-	Pass   bool     `json:"pass"`
+	// Pass is null when the case has no verdict (Judged false).
+	Pass   *bool `json:"pass"`
+	Judged bool  `json:"judged"`
 	// VsCPU is the max abs difference from the CPU runtime (other backends
 	// only; absent when it is not finite — the case then fails).
 	VsCPU *float64 `json:"max_abs_vs_cpu,omitempty"`
@@ -88,7 +101,7 @@ func parityJSON(r *check.ParityReport, b check.Bounds) any {
 	cases := make([]parityCaseJSON, len(r.Cases))
 	for i, c := range r.Cases {
 		cases[i] = parityCaseJSON{Name: c.Name, MaxAbsErr: c.MaxAbsErr, MeanAbsErr: c.MeanAbsErr, Cosine: c.Cosine,
-			ArgmaxAgree: c.ArgmaxAgree, Pass: c.Pass}
+			ArgmaxAgree: c.ArgmaxAgree, Pass: verdictJSON(c.Pass, c.Judged), Judged: c.Judged}
 		if !math.IsInf(c.Tolerance, 0) {
 			v := c.Tolerance
 			cases[i].Tolerance = &v
@@ -106,7 +119,7 @@ func parityJSON(r *check.ParityReport, b check.Bounds) any {
 	if r.Backend != "cpu" && !math.IsInf(b.VsCPU, 0) {
 		bounds["vs_cpu"] = b.VsCPU // absent: reported, not bounded (bf16 precision)
 	}
-	out := map[string]any{"pass": r.Pass, "backend": r.Backend, "cases": cases, "bounds": bounds,
+	out := map[string]any{"pass": verdictJSON(r.Pass, r.Verdict), "backend": r.Backend, "cases": cases, "bounds": bounds,
 		"judged": r.Judged, "anchor": r.Anchor}
 	if !r.Judged {
 		out["no_verdict"] = r.NoVerdict
@@ -133,7 +146,7 @@ func renderParity(w io.Writer, r *check.ParityReport, b check.Bounds) {
 				fmt.Fprint(tw, "-\t")
 			}
 		}
-		fmt.Fprintf(tw, "%s\t\n", map[bool]string{true: "ok", false: "FAIL"}[c.Pass])
+		fmt.Fprintf(tw, "%s\t\n", verdictMark(c.Pass, c.Judged))
 	}
 	tw.Flush()
 	if vs {
@@ -144,12 +157,45 @@ func renderParity(w io.Writer, r *check.ParityReport, b check.Bounds) {
 	}
 	switch {
 	case !r.Judged && vs:
-		fmt.Fprintf(w, "reference: no verdict (%s)\nparity vs cpu: %s\n", r.NoVerdict, map[bool]string{true: "pass", false: "FAIL"}[r.Pass])
+		fmt.Fprintf(w, "reference: no verdict (%s)\nparity vs cpu: %s\n", r.NoVerdict, verdictWord(r.Pass, r.Verdict))
+	case !r.Judged && r.Verdict: // a non-finite output fails whatever the verdict
+		fmt.Fprintf(w, "parity: FAIL (a non-finite output); no verdict against the reference: %s\n", r.NoVerdict)
 	case !r.Judged:
 		fmt.Fprintf(w, "parity: no verdict: %s\n", r.NoVerdict)
 	default:
-		fmt.Fprintf(w, "parity: %s\n", map[bool]string{true: "pass", false: "FAIL"}[r.Pass])
+		fmt.Fprintf(w, "parity: %s\n", verdictWord(r.Pass, r.Verdict))
 	}
+}
+
+// verdictJSON is a verdict as JSON: true for a judged pass, false for a
+// failure, null (nil) when there is no verdict.
+func verdictJSON(pass, judged bool) *bool {
+	if !judged {
+		return nil
+	}
+	return &pass
+}
+
+// verdictMark is a table row's verdict: ok, FAIL, or - without one.
+func verdictMark(pass, judged bool) string {
+	switch {
+	case !judged:
+		return "-"
+	case pass:
+		return "ok"
+	}
+	return "FAIL"
+}
+
+// verdictWord is a run's verdict: pass, FAIL, or no verdict.
+func verdictWord(pass, judged bool) string {
+	switch {
+	case !judged:
+		return "no verdict"
+	case pass:
+		return "pass"
+	}
+	return "FAIL"
 }
 
 // orDash formats v, or "-" when it does not apply.

@@ -19,6 +19,8 @@ func TestParityCommand(t *testing.T) {
 			MeanAbsErr  *float64 `json:"mean_abs_err"`
 			Cosine      *float64 `json:"cosine"`
 			ArgmaxAgree *float64 `json:"argmax_agree"`
+			Pass        *bool    `json:"pass"`
+			Judged      bool     `json:"judged"`
 		} `json:"cases"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.Pass {
@@ -27,6 +29,9 @@ func TestParityCommand(t *testing.T) {
 	names := map[string]bool{}
 	for _, c := range rep.Cases {
 		names[c.Name] = true
+		if c.Pass == nil || !*c.Pass || !c.Judged {
+			t.Errorf("case %s of a judged pass: pass %v, judged %v", c.Name, c.Pass, c.Judged)
+		}
 		if c.MaxAbsErr == nil || c.MeanAbsErr == nil || c.Cosine == nil || c.ArgmaxAgree == nil {
 			t.Errorf("case %s lacks a key", c.Name)
 		}
@@ -58,20 +63,40 @@ func TestParityNoVerdict(t *testing.T) {
 		strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
+	// Issue 21: no row says ok without a verdict; each shows "-".
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[0], "logits") && f[len(f)-1] != "-" {
+			t.Errorf("row without a verdict does not end in -: %q", l)
+		}
+	}
+	if strings.Contains(r.stdout, " ok") {
+		t.Errorf("a table without a verdict says ok:\n%s", r.stdout)
+	}
 	r = dgqRun("parity", pack, "--reference", ref, "--json")
 	var rep struct {
-		Judged    bool   `json:"judged"`
+		Pass      *bool  `json:"pass"`
+		Judged    *bool  `json:"judged"`
 		NoVerdict string `json:"no_verdict"`
 		Cases     []struct {
 			Tolerance *float64 `json:"tolerance"`
+			Pass      *bool    `json:"pass"`
+			Judged    *bool    `json:"judged"`
 		} `json:"cases"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitUsage || rep.Judged || rep.NoVerdict == "" {
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitUsage || rep.Judged == nil || *rep.Judged || rep.NoVerdict == "" {
 		t.Fatalf("exit %d, %v: %s", r.code, err, r.stdout)
+	}
+	// Issue 21: "pass" is null, not true, without a verdict — the report's
+	// and every case's.
+	if rep.Pass != nil || !strings.Contains(r.stdout, `"pass": null`) {
+		t.Errorf("pass without a verdict is %v, want null: %s", rep.Pass, r.stdout)
 	}
 	for _, c := range rep.Cases {
 		if c.Tolerance != nil {
 			t.Fatalf("a tolerance without a verdict: %s", r.stdout)
+		}
+		if c.Pass != nil || c.Judged == nil || *c.Judged {
+			t.Fatalf("a case without a verdict says pass %v, judged %v: %s", c.Pass, c.Judged, r.stdout)
 		}
 	}
 }

@@ -33,15 +33,12 @@ lockstep with the CPU backend with every difference explained, and describes the
 GPU, driver) and this dgq build. --quick runs a subset that takes under a minute on a GPU. --json prints the
 report to send back with an issue.
 
-Exit codes: 0 every part passed; 1 a part failed; 2 usage (an unknown backend, a precision it lacks); 6 the
+Exit codes: 0 every part passed; 1 a part failed or gave no verdict; 2 usage (an unknown backend, a precision it lacks); 6 the
 backend cannot run here (the reason is printed; --json still prints the environment).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkBackend(o.Backend, o.Precision); err != nil {
 				return err
-			}
-			if o.Workers < 0 {
-				return usageErr(fmt.Errorf("selftest: --workers must be ≥ 0"))
 			}
 			if !asJSON {
 				o.Progress = newCountProgress(e)
@@ -65,14 +62,20 @@ backend cannot run here (the reason is printed; --json still prints the environm
 				return err
 			}
 			if !r.Pass {
-				failed := 0
+				failed, unjudged := 0, 0
 				for _, p := range r.Parts {
-					if !p.Pass {
+					switch {
+					case !p.Judged():
+						unjudged++
+					case !p.Pass:
 						failed++
 					}
 				}
-				return &codedError{err: fmt.Errorf("selftest of backend %s failed: %d of %d parts", r.Backend.Name, failed, len(r.Parts)),
-					code: exitFailure, silent: asJSON}
+				err := fmt.Errorf("selftest of backend %s failed: %d of %d parts", r.Backend.Name, failed, len(r.Parts))
+				if failed == 0 {
+					err = fmt.Errorf("selftest of backend %s gave no verdict: %d of %d parts could not judge (the report says why)", r.Backend.Name, unjudged, len(r.Parts))
+				}
+				return &codedError{err: err, code: exitFailure, silent: asJSON}
 			}
 			return nil
 		},
@@ -127,7 +130,7 @@ func renderSelftest(w io.Writer, r *selftest.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "part\tresult\ttime\t")
 	for _, p := range r.Parts {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f s\t%s\n", p.Name, map[bool]string{true: "ok", false: "FAIL"}[p.Pass], p.ElapsedSeconds, p.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%.1f s\t%s\n", p.Name, verdictMark(p.Pass, p.Judged()), p.ElapsedSeconds, p.Summary)
 	}
 	tw.Flush()
 	for _, p := range r.Parts {
@@ -139,7 +142,7 @@ func renderSelftest(w io.Writer, r *selftest.Report) {
 			fmt.Fprintf(w, "  %s: %s\n", p.Name, f)
 		}
 	}
-	fmt.Fprintf(w, "selftest: %s in %.1f s\n", map[bool]string{true: "pass", false: "FAIL"}[r.Pass], r.ElapsedSeconds)
+	fmt.Fprintf(w, "selftest: %s in %.1f s\n", verdictWord(r.Pass, r.Judged()), r.ElapsedSeconds)
 }
 
 func orUnknown(s string) string {

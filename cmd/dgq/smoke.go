@@ -15,10 +15,27 @@ func newSmokeCmd(e *env) *cobra.Command {
 		asJSON bool
 	)
 	c := &cobra.Command{
-		Use:   "smoke PACK [--json] [--reference FILE]",
+		Use:   "smoke PACK [--json] [--reference FILE] [--backend cpu|cuda|metal] [--precision f32|bf16] [--skip-digests]",
 		Short: "Run a fixed battery on a pack: finite logits, determinism, decodable replies, parity, timings",
-		Args:  cobra.ExactArgs(1),
+		Long: `smoke loads the pack (every digest verified, unless --skip-digests) on the backend and runs a fixed
+battery, each check ok, FAIL or skip with one line of detail: finite_logits (a prefill and two denoise steps,
+every logit finite), deterministic_generation (one block twice at --seed: the same tokens, a reply that decodes
+as UTF-8), parity (dgq parity's scenarios against --reference, or the reference known for the pack's source;
+skipped when none is known or it gives no verdict), verify (a short dgq verify against the pack's bf16 source
+when that is at hand). It also times the load, a prefill and a denoise step.
+
+It reads the pack (a folder or ORG/NAME[@REV] in the hub cache), the reference and the source when found.
+
+Exit codes: 0 every check passed or was skipped; 1 a check failed; 2 usage; 3 not a pack, a pack that does
+not load, or a --reference that does not exist; 4 a pack in the hub cache that is not there, or a layered
+pack's base shard missing or changed; 6 the backend cannot run here; 130 interrupted.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkBackend(o.Load.Backend, o.Load.Precision); err != nil {
+				return err
+			}
+			o.Progress, o.Notify = newProgress(e), notifier(e)
+			o.Load.Note = onceNotifier(e)
 			r, err := check.Smoke(e.ctx, args[0], o)
 			if err != nil {
 				return err
@@ -37,9 +54,12 @@ func newSmokeCmd(e *env) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	c.Flags().StringVar(&o.Reference, "reference", "", "reference.safetensors for the parity check (default: found from the pack's source)")
+	c.Flags().StringVar(&o.Reference, "reference", "", "the parity check's reference, as parity's --reference (default: found from the pack's source)")
 	c.Flags().Uint64Var(&o.Seed, "seed", 7, "seed of the determinism check")
-	c.Flags().IntVar(&o.Workers, "workers", 0, "forward-pass goroutines (0 = all cores)")
+	c.Flags().StringVar(&o.Tmp, "tmp", "", "folder for the verify check's temporary bf16 pack of a snapshot source (default $TMPDIR)")
+	backendFlags(c, &o.Load)
+	c.Flags().IntVar(&o.Load.Workers, "workers", 0, "forward-pass goroutines of the cpu backend (0 = all cores)")
+	c.Flags().BoolVar(&o.Load.SkipDigests, "skip-digests", false, "trust the pack's digests instead of verifying them at load")
 	return c
 }
 

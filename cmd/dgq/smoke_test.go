@@ -67,6 +67,24 @@ func TestSmokeVerifiesAgainstTheSource(t *testing.T) {
 				t.Errorf("q4: parity check: %s", got[c.Name])
 			}
 		}
+		// Issue 21: a skipped check has no verdict: "pass": null and
+		// "judged": false; the checks that ran are judged.
+		var verdicts struct {
+			Checks []struct {
+				Name    string `json:"name"`
+				Pass    *bool  `json:"pass"`
+				Judged  *bool  `json:"judged"`
+				Skipped bool   `json:"skipped"`
+			} `json:"checks"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &verdicts); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range verdicts.Checks {
+			if c.Judged == nil || *c.Judged == c.Skipped || (c.Pass == nil) != c.Skipped {
+				t.Errorf("%s: check %s: pass %v, judged %v, skipped %v", profile, c.Name, c.Pass, c.Judged, c.Skipped)
+			}
+		}
 		if _, ok := got["verify"]; !ok {
 			t.Errorf("%s: no verify check: %v", profile, got)
 		}

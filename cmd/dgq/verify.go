@@ -19,7 +19,7 @@ func newVerifyCmd(e *env) *cobra.Command {
 		asJSON      bool
 	)
 	c := &cobra.Command{
-		Use:   "verify PACK [--source SNAPSHOT|ORG/NAME[@REV]|BF16PACK] [--text FILE] [--json] [--plot FILE.png]",
+		Use:   "verify PACK [--source SNAPSHOT|ORG/NAME[@REV]|BF16PACK] [--text FILE] [--windows N] [--prompt-len N] [--max-new-tokens N] [--max-steps N] [--json] [--plot FILE.png]",
 		Short: "Measure how far a pack's outputs are from its bf16 source's, and where it loses",
 		Long: `verify runs the pack and its bf16 source on the same inputs and reports the damage: for each window
 (held-out text from --text, tokenized with the pack's tokenizer, or pseudo-random tokens) both prefill the same
@@ -30,7 +30,16 @@ backend), and for a few seeded generations the steps per block and how many comm
 
 The default source is the one the pack records (a layered pack's pinned snapshot, else the snapshot it was
 quantized from); a snapshot is run as a temporary bf16 pack layered over the cache. Both models are loaded at
-once on the chosen backend.`,
+once on the chosen backend.
+
+It reads the pack, its source, and --text.
+
+Exit codes: 0 with a report, whatever the numbers; 2 usage (an option out of range, no source found, a
+quantized source or one of another model, a --plot in a forbidden place); 3 not a pack, a pack that does not
+load, a --text that does not exist, is not UTF-8 or is too short; 4 the source is not in the hub cache (the
+message gives the dgq download); 5 a --text that cannot be read, a plot that cannot be written, a --tmp that
+cannot be written or lacks the space for a copy of the source; 6 the backend cannot run here; 130
+interrupted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkBackend(o.Load.Backend, o.Load.Precision); err != nil {
@@ -42,6 +51,8 @@ once on the chosen backend.`,
 			if o.Generations = generations; generations == 0 {
 				o.Generations = -1 // none
 			}
+			o.Progress, o.Notify = newProgress(e), notifier(e)
+			o.Load.Note = onceNotifier(e) // both models load: said once
 			r, err := check.Verify(e.ctx, args[0], o)
 			if err != nil {
 				return err
@@ -57,18 +68,22 @@ once on the chosen backend.`,
 	f.StringVar(&o.Source, "source", "", "bf16 pack, snapshot folder or ORG/NAME[@REV] to compare with (default: the source the pack records)")
 	f.StringVar(&o.Text, "text", "", "UTF-8 file of held-out text (default: pseudo-random token windows)")
 	f.IntVar(&o.Windows, "windows", check.VerifyWindows, "windows measured")
-	f.IntVar(&o.Prefix, "prefix", check.VerifyPrefix, "tokens prefilled before each canvas (bos included)")
+	f.IntVar(&o.Prefix, "prompt-len", check.VerifyPrefix, "tokens prefilled before each canvas (bos included)")
 	f.IntVar(&o.Canvas, "canvas", 0, "canvas positions (0 = the config's canvas_length)")
 	f.Float64SliceVar(&o.NoiseRates, "noise-rates", check.VerifyNoiseRates, "fractions of the canvas corrupted, each in (0, 1]")
 	f.IntVar(&generations, "generations", check.VerifyGenerations, "seeded generations compared (0 = none)")
-	f.IntVar(&o.GenTokens, "gen-tokens", 0, "new tokens of each generation (0 = one canvas)")
-	f.IntVar(&o.GenSteps, "gen-steps", 0, "max denoising steps per block (0 = the generation config's)")
+	f.IntVar(&o.GenTokens, "max-new-tokens", 0, "new tokens of each generation (0 = one canvas)")
+	f.IntVar(&o.GenSteps, "max-steps", 0, "denoising steps per block of each generation (0 = the generation config's)")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the random windows, the corruption and the generations")
 	f.StringVar(&o.Plot, "plot", "", "also write a PNG chart (per-layer relative error, KLD per noise rate) to this file")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	backendFlags(c, &o.Load)
 	f.IntVar(&o.Load.Workers, "workers", 0, "forward-pass goroutines of the cpu backend (0 = all cores)")
 	f.BoolVar(&o.Load.SkipDigests, "skip-digests", false, "trust the packs' digests instead of verifying them at load")
+	f.StringVar(&o.Tmp, "tmp", "", "folder for a snapshot source's temporary bf16 pack (default $TMPDIR)")
+	renamedFlag(e, c, "prefix", "prompt-len")
+	renamedFlag(e, c, "gen-tokens", "max-new-tokens")
+	renamedFlag(e, c, "gen-steps", "max-steps")
 	return c
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // small keeps a verify run short on the tiny checkpoint.
-var small = []string{"--windows", "2", "--prefix", "8", "--generations", "1", "--gen-steps", "4"}
+var small = []string{"--windows", "2", "--prompt-len", "8", "--generations", "1", "--max-steps", "4"}
 
 // verifyArgs is a verify command line: small first, so that a flag in args
 // overrides it (the last value of a flag wins).

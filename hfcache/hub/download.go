@@ -15,12 +15,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dgq-dev/dgq/dgq/limits"
 	"github.com/dgq-dev/dgq/hfcache"
 )
 
 // Defaults of Options.
 const (
 	DefaultConnections = 8
+	MaxConnections     = 256 // bounds Options.Connections
 	DefaultPartSize    = 64 << 20
 	DefaultRetries     = 5
 	DefaultRetryWait   = time.Second
@@ -51,7 +53,8 @@ type Options struct {
 	Token string
 	// Offline forbids network access; OfflineFromEnv() also turns it on.
 	Offline bool
-	// Connections bounds the requests in flight (default 8).
+	// Connections bounds the requests in flight: 1…MaxConnections
+	// (DefaultConnections is dgq download's default; 0 is refused).
 	Connections int
 	// PartSize: a file with at least twice this much left to fetch is
 	// fetched in ranged parts of at least this size, concurrently (default
@@ -177,6 +180,10 @@ func Download(ctx context.Context, opts Options) (*Result, error) {
 
 // newDownloader checks the options and fills in the defaults.
 func newDownloader(opts Options) (*downloader, error) {
+	if err := limits.First(ErrOptions, limits.Min("--connections", opts.Connections, 1),
+		limits.Max("--connections", opts.Connections, MaxConnections, fmt.Sprintf("the maximum of %d requests in flight", MaxConnections))); err != nil {
+		return nil, err
+	}
 	ref, ok := hfcache.ParseRepoRef(opts.Repo)
 	if !ok {
 		return nil, failf(ErrOptions, "repo %s is not ORG/NAME[@REVISION]", shown(opts.Repo))
@@ -214,10 +221,7 @@ func newDownloader(opts Options) (*downloader, error) {
 	} else if !d.hasCache {
 		return nil, failf(ErrOptions, "cannot locate the hub cache (no home folder): set HF_HUB_CACHE or pass --local-dir")
 	}
-	d.conns = cmp.Or(opts.Connections, DefaultConnections)
-	if d.conns < 1 || d.conns > 256 {
-		return nil, failf(ErrOptions, "connections %d out of range 1..256", opts.Connections)
-	}
+	d.conns = opts.Connections
 	d.partSize = cmp.Or(opts.PartSize, DefaultPartSize)
 	d.slots = make(chan struct{}, d.conns)
 	d.progress = &lockedProgress{p: opts.Progress}

@@ -107,6 +107,9 @@ func fast(o Options) Options {
 		o.Repo = testRepo
 	}
 	o.RetryWait, o.MaxWait = time.Millisecond, 5*time.Millisecond
+	if o.Connections == 0 {
+		o.Connections = DefaultConnections
+	}
 	if o.PartSize == 0 {
 		o.PartSize = partSize
 	}
@@ -891,6 +894,8 @@ func TestOptionErrors(t *testing.T) {
 		{"revision twice", Options{Repo: testRepo + "@main", Revision: "v1.0"}},
 		{"local dir in cache", Options{LocalDir: filepath.Join(cache, "x")}},
 		{"endpoint", Options{Endpoint: "ftp://example.com"}},
+		{"negative connections", Options{Connections: -1}},
+		{"too many connections", Options{Connections: MaxConnections + 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

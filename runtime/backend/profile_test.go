@@ -37,7 +37,7 @@ func TestProfiled(t *testing.T) {
 		if i == 0 {
 			p.Start()
 		}
-		err := eng.Prefill(c, ids, hidden[i])
+		err := eng.Prefill(t.Context(), c, ids, hidden[i])
 		p.Stop()
 		c.Free()
 		if err != nil {

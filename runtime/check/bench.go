@@ -17,9 +17,9 @@ import (
 // BenchOptions configure Bench.
 type BenchOptions struct {
 	Load      session.Options
-	PromptLen int    // tokens prefilled (default 1024)
-	Canvas    int    // canvas positions of a denoising step (default: the config's canvas_length)
-	Reps      int    // timed repetitions after one warm-up (default 5)
+	PromptLen int    // tokens prefilled: ≥ 1, with Canvas within the model's positions (dgq bench: BenchPromptLen)
+	Canvas    int    // canvas positions of a denoising step, up to the config's canvas_length (0: that)
+	Reps      int    // timed repetitions after one warm-up: 1…MaxBenchReps (dgq bench: BenchReps)
 	Seed      uint64 // seeds the random ids
 	// Profile adds, after the timings, one prefill and one step on a GPU
 	// backend with every op synchronized and timed (BenchReport.Profile).
@@ -65,15 +65,12 @@ type BenchReport struct {
 // temper, entropy, argmax and categorical draws, with the per-position
 // results back on the host — as Generate runs it.
 func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error) {
-	if o.PromptLen <= 0 {
-		o.PromptLen = 1024
-	}
-	if o.Reps <= 0 {
-		o.Reps = 5
+	if err := o.check(dir); err != nil { // before anything is loaded
+		return nil, err
 	}
 	t0 := time.Now()
 	o.Load.Profile = o.Profile && o.Load.Backend != "" && o.Load.Backend != "cpu"
-	s, err := session.Load(dir, o.Load)
+	s, err := session.Load(ctx, dir, o.Load)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +85,7 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 		rep.WeightBytes += t.Size
 	}
 	st := generate.NewStepper(s.Engine)
+	defer st.Close() // an interrupted run too: the cache is freed before the session
 	sync := be.Sync
 	if err := sync(); err != nil {
 		return nil, err
@@ -131,7 +129,7 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 		if err := st.Start(); err != nil {
 			return err
 		}
-		return st.Prefill(prompt)
+		return st.Prefill(ctx, prompt)
 	})
 	if err != nil {
 		return nil, err
@@ -143,10 +141,10 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 		us[i] = rng.Float64()
 	}
 	out := model.StepStats{Entropy: make([]float32, C), Argmax: make([]int, C), Draw: make([]int, C)}
-	if err := st.Step(canvas, generate.SCNone, 0.8, us, out); err != nil {
+	if err := st.Step(ctx, canvas, generate.SCNone, 0.8, us, out); err != nil {
 		return nil, err
 	}
-	step := func() error { return st.Step(canvas, generate.SCPrev, 0.8, us, out) }
+	step := func() error { return st.Step(ctx, canvas, generate.SCPrev, 0.8, us, out) }
 	err = timed("denoise_step", C, step)
 	if err == nil {
 		if p, ok := be.(*backend.Profiled); ok {
@@ -158,7 +156,7 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 				if err := st.Start(); err != nil {
 					return err
 				}
-				return st.Prefill(prompt)
+				return st.Prefill(ctx, prompt)
 			}}} {
 				p.Start()
 				err = run.f()

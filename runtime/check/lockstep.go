@@ -199,15 +199,15 @@ func (s *lockstepStepper) routed(rows int, disturbed *bool, f func() error) (rer
 	return rerouted, gaps, nil
 }
 
-func (s *lockstepStepper) Prefill(ids []int) error {
+func (s *lockstepStepper) Prefill(ctx context.Context, ids []int) error {
 	// The engine's routes are recorded around its own prefill, the CPU's
 	// around its: run them in turn inside one recording.
 	disturbed := false
 	rerouted, _, err := s.routed(len(ids), &disturbed, func() error {
-		if err := s.dev.Prefill(ids); err != nil {
+		if err := s.dev.Prefill(ctx, ids); err != nil {
 			return err
 		}
-		return s.cpu.Prefill(ids)
+		return s.cpu.Prefill(ctx, ids)
 	})
 	if err != nil {
 		return err
@@ -216,7 +216,7 @@ func (s *lockstepStepper) Prefill(ids []int) error {
 	return nil
 }
 
-func (s *lockstepStepper) Step(canvas []int, sc generate.SC, T float32, us []float64, out model.StepStats) error {
+func (s *lockstepStepper) Step(ctx context.Context, canvas []int, sc generate.SC, T float32, us []float64, out model.StepStats) error {
 	C, V := len(canvas), s.V
 	if sc == generate.SCPrev {
 		// The same self-conditioning input on both sides: the engine's
@@ -232,10 +232,10 @@ func (s *lockstepStepper) Step(canvas []int, sc generate.SC, T float32, us []flo
 	outC := model.StepStats{Entropy: make([]float32, C), Argmax: make([]int, C), Draw: make([]int, C)}
 	disturbed := s.prefillRerouted
 	rerouted, gaps, err := s.routed(C, &disturbed, func() error {
-		if err := s.dev.Step(canvas, sc, T, us, out); err != nil {
+		if err := s.dev.Step(ctx, canvas, sc, T, us, out); err != nil {
 			return err
 		}
-		return s.cpu.Step(canvas, sc, T, us, outC)
+		return s.cpu.Step(ctx, canvas, sc, T, us, outC)
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package check
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -44,7 +45,13 @@ type ParityCase struct {
 	// logits row also agrees when the reference's values at both indices are
 	// within ArgmaxTieGap (a near tie, MODEL_SPEC §5.3).
 	ArgmaxAgree float64
-	Pass        bool
+	// Pass is true only for a judged pass: Judged and within every bound
+	// applied. A case without a verdict has Pass false and Judged false.
+	Pass bool
+	// Judged reports that the case was held to a bound: its reference
+	// tolerance (a finite Tolerance) or, on another backend than the CPU,
+	// Bounds.VsCPU. A non-finite error is judged, and fails, in any case.
+	Judged bool
 	// Tolerance is the max-abs bound applied (0 for integer references;
 	// +Inf when the report carries no verdict against the reference).
 	Tolerance float64
@@ -61,16 +68,21 @@ type ParityCase struct {
 	VsCPU float64
 }
 
-// ParityReport is the result of Parity: Pass when every case passes.
+// ParityReport is the result of Parity: Pass when there is a verdict
+// (Verdict) and every judged case passes.
 type ParityReport struct {
-	Pass  bool
-	Cases []ParityCase
+	Pass bool
+	// Verdict reports that some case was judged (ParityCase.Judged): against
+	// the reference (Judged), or against the CPU backend. Without one Pass is
+	// false and means nothing.
+	Verdict bool
+	Cases   []ParityCase
 	// Judged reports that the cases were held to the reference's
 	// tolerances: the pack's weights are the ones the reference was made
 	// from (a bf16 pack against its source's reference, or a pack against
 	// a reference made from its own decoded weights). Otherwise NoVerdict
 	// says why, every case's Tolerance is +Inf, and only the comparison
-	// with the CPU backend (other backends) can fail.
+	// with the CPU backend (other backends, in f32) judges the cases.
 	Judged    bool
 	NoVerdict string
 	// Anchor is "f64" when the reference carries float64 results (every
@@ -137,6 +149,9 @@ type refMeta struct {
 //  5. prefill block1 at P…P+C−1 (block1_last_hidden);
 //  6. denoise canvas3 at P+C…P+2C−1 (logits3).
 //
+// ctx stops the scenarios between and within forwards (model.Engine); the
+// error then wraps ctx.Err().
+//
 // Every float reference tensor is compared (max abs error against the
 // bound for its kind, mean abs error, cosine, argmax agreement for logits);
 // integer references are compared entry by entry. refPath is the directory
@@ -145,17 +160,17 @@ type refMeta struct {
 // On a backend other than the CPU, the same scenarios also run on a CPU
 // engine of the same model: each float case's VsCPU is the largest
 // difference between the two, which must stay within bounds.VsCPU.
-func Parity(e *model.Engine, refPath string, bounds Bounds) (*ParityReport, error) {
+func Parity(ctx context.Context, e *model.Engine, refPath string, bounds Bounds) (*ParityReport, error) {
 	metaRaw, refRaw, err := readReferenceFiles(refPath)
 	if err != nil {
 		return nil, err
 	}
-	return parityOn(e, metaRaw, refRaw, bounds)
+	return parityOn(ctx, e, metaRaw, refRaw, bounds)
 }
 
 // parityOn is Parity on the contents of reference.json and
 // reference.safetensors (untrusted input: fuzzed).
-func parityOn(e *model.Engine, metaRaw, refRaw []byte, bounds Bounds) (*ParityReport, error) {
+func parityOn(ctx context.Context, e *model.Engine, metaRaw, refRaw []byte, bounds Bounds) (*ParityReport, error) {
 	var meta refMeta
 	if err := json.Unmarshal(metaRaw, &meta); err != nil {
 		return nil, fmt.Errorf("%w: reference.json: %v", ErrReference, err)
@@ -168,7 +183,7 @@ func parityOn(e *model.Engine, metaRaw, refRaw []byte, bounds Bounds) (*ParityRe
 	if judged && bounds.BF16 && !hasBF16(refs) {
 		judged, why = false, "bf16 precision is judged against transformers' own bfloat16 results (bf16/<name> tensors), and this reference has none: testdata/trained's does (testdata/tools/hf_bf16.py makes them)"
 	}
-	return parityVerdict(e, refs, meta, bounds, judged, why)
+	return parityVerdict(ctx, e, refs, meta, bounds, judged, why)
 }
 
 // hasBF16 reports whether the reference carries transformers' bfloat16
@@ -202,9 +217,9 @@ func judgeable(m *model.Model, meta refMeta) (bool, string) {
 // parityVerdict runs the scenarios on e (and on a CPU engine of the same
 // model when e's backend is another) and holds the cases to the bounds when
 // judged.
-func parityVerdict(e *model.Engine, refs map[string]refTensor, meta refMeta, bounds Bounds, judged bool, why string) (*ParityReport, error) {
+func parityVerdict(ctx context.Context, e *model.Engine, refs map[string]refTensor, meta refMeta, bounds Bounds, judged bool, why string) (*ParityReport, error) {
 	got := map[string][]float32{}
-	r, err := runParity(e, refs, meta, bounds, got)
+	r, err := runParity(ctx, e, refs, meta, bounds, got)
 	if err != nil {
 		return nil, err
 	}
@@ -212,13 +227,21 @@ func parityVerdict(e *model.Engine, refs map[string]refTensor, meta refMeta, bou
 	if judged && bounds.BF16 && r.Anchor == "f64" {
 		r.Anchor = "bf16"
 	}
-	if !judged {
-		r.Pass = true
-		for i := range r.Cases {
-			r.Cases[i].Tolerance, r.Cases[i].Pass = math.Inf(1), true
+	for i := range r.Cases {
+		c := &r.Cases[i]
+		if !judged {
+			c.Tolerance = math.Inf(1)
+		}
+		c.Judged = !math.IsInf(c.Tolerance, 1)
+		if !c.Judged {
+			c.Pass = false
+		}
+		if math.IsNaN(c.MaxAbsErr) || math.IsInf(c.MaxAbsErr, 0) {
+			c.Judged, c.Pass = true, false // a NaN or an infinity fails whatever the verdict
 		}
 	}
 	if e.Backend().Name() == "cpu" {
+		r.tally()
 		return r, nil
 	}
 	ce, err := model.NewEngine(e.Model(), cpu.New(0))
@@ -227,7 +250,7 @@ func parityVerdict(e *model.Engine, refs map[string]refTensor, meta refMeta, bou
 	}
 	defer ce.Close()
 	ref := map[string][]float32{}
-	if _, err := runParity(ce, refs, meta, bounds, ref); err != nil {
+	if _, err := runParity(ctx, ce, refs, meta, bounds, ref); err != nil {
 		return nil, err
 	}
 	for i := range r.Cases {
@@ -245,22 +268,41 @@ func parityVerdict(e *model.Engine, refs map[string]refTensor, meta refMeta, bou
 			c.Tolerance += bounds.VsCPU
 			c.Pass = c.MaxAbsErr <= c.Tolerance && (!isLogits(c.Name) || 1-c.ArgmaxAgree <= bounds.Mismatch)
 		}
+		if !c.Judged && !math.IsInf(bounds.VsCPU, 1) {
+			c.Judged, c.Pass = true, true // held to the CPU backend alone
+		}
 		if !(c.VsCPU <= bounds.VsCPU) {
-			c.Pass = false
+			c.Judged, c.Pass = true, false // beyond the bound, or not finite
 		}
 	}
-	r.Pass = true
-	for _, c := range r.Cases {
-		r.Pass = r.Pass && c.Pass
-	}
+	r.tally()
 	return r, nil
+}
+
+// tally sets Verdict (some case judged) and Pass (a verdict, and every
+// judged case passed) from the cases.
+func (r *ParityReport) tally() {
+	r.Verdict, r.Pass = false, true
+	for _, c := range r.Cases {
+		if c.Judged {
+			r.Verdict = true
+			r.Pass = r.Pass && c.Pass
+		}
+	}
+	r.Pass = r.Pass && r.Verdict
 }
 
 // ParityRun loads the pack at dir and runs Parity against the reference with
 // the documented bounds (DefaultBounds; VsCPU is VsCPUBF16 in bf16
 // precision).
-func ParityRun(dir, reference string, o session.Options) (*ParityReport, Bounds, error) {
-	s, err := session.Load(dir, o)
+func ParityRun(ctx context.Context, dir, reference string, o session.Options) (*ParityReport, Bounds, error) {
+	if err := CheckReference(reference); err != nil {
+		return nil, Bounds{}, err // before the pack is loaded
+	}
+	if o.Workload == nil {
+		o.Workload = parityWorkload(dir, reference) // for the memory estimate
+	}
+	s, err := session.Load(ctx, dir, o)
 	if err != nil {
 		return nil, Bounds{}, err
 	}
@@ -269,7 +311,7 @@ func ParityRun(dir, reference string, o session.Options) (*ParityReport, Bounds,
 	if o.Precision == backend.BF16 {
 		b.VsCPU, b.BF16 = VsCPUBF16, true
 	}
-	r, err := Parity(s.Engine, reference, b)
+	r, err := Parity(ctx, s.Engine, reference, b)
 	return r, b, err
 }
 
@@ -289,20 +331,52 @@ func maxAbsDiff32(a, b []float32) float64 {
 	return d
 }
 
-// readReferenceFiles reads reference.json and reference.safetensors from
-// refPath (their directory, or the path of either).
+// readReferenceFiles reads a reference's metadata and tensors from refPath
+// (referencePaths).
 func readReferenceFiles(refPath string) (metaRaw, refRaw []byte, err error) {
-	dir := refPath
-	if st, err := os.Stat(refPath); err == nil && !st.IsDir() {
-		dir = filepath.Dir(refPath)
-	}
-	if metaRaw, err = readCapped(filepath.Join(dir, "reference.json"), 1<<20); err != nil {
+	meta, tensors, err := referencePaths(refPath)
+	if err != nil {
 		return nil, nil, err
 	}
-	if refRaw, err = readCapped(filepath.Join(dir, "reference.safetensors"), maxReferenceBytes); err != nil {
+	if metaRaw, err = readCapped(meta, 1<<20); err != nil {
+		return nil, nil, err
+	}
+	if refRaw, err = readCapped(tensors, maxReferenceBytes); err != nil {
 		return nil, nil, err
 	}
 	return metaRaw, refRaw, nil
+}
+
+// referencePaths are the two files of the reference at refPath: a directory
+// holds reference.json and reference.safetensors; a file X.safetensors (any
+// name but .json) is the tensors, its metadata X.json beside it, else
+// reference.json beside it; a file X.json is the metadata, its tensors
+// X.safetensors. The file given is always the one read: a refPath that
+// does not exist is an ErrReference naming it.
+func referencePaths(refPath string) (meta, tensors string, err error) {
+	st, err := os.Stat(refPath)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrReference, err)
+	}
+	if st.IsDir() {
+		return filepath.Join(refPath, "reference.json"), filepath.Join(refPath, "reference.safetensors"), nil
+	}
+	stem := strings.TrimSuffix(refPath, filepath.Ext(refPath))
+	if strings.EqualFold(filepath.Ext(refPath), ".json") {
+		return refPath, stem + ".safetensors", nil
+	}
+	meta = stem + ".json"
+	if _, err := os.Stat(meta); err != nil {
+		meta = filepath.Join(filepath.Dir(refPath), "reference.json")
+	}
+	return meta, refPath, nil
+}
+
+// CheckReference refuses, before any work, a reference path that does not
+// exist (ErrReference naming it).
+func CheckReference(refPath string) error {
+	_, _, err := referencePaths(refPath)
+	return err
 }
 
 // maxReferenceBytes bounds reference.safetensors (the fixtures' are ~0.2–1 MB).
@@ -473,9 +547,9 @@ var parityInputs = []string{"prompt_ids", "canvas1_ids", "canvas2_ids", "block1_
 
 // runParity runs the scenarios on e; out receives every float output by
 // reference name.
-func runParity(e *model.Engine, refs map[string]refTensor, meta refMeta, bounds Bounds, out map[string][]float32) (*ParityReport, error) {
+func runParity(ctx context.Context, e *model.Engine, refs map[string]refTensor, meta refMeta, bounds Bounds, out map[string][]float32) (*ParityReport, error) {
 	m := e.Model()
-	seq := &sequence{e: e, c: e.NewCache()}
+	seq := &sequence{ctx: ctx, e: e, c: e.NewCache()}
 	defer seq.c.Free()
 	r := &parityRun{m: m, backend: e.Backend().Name(), refs: refs, f: map[string][]float32{}, i: map[string][]int64{}}
 	prompt, err := r.ids("prompt_ids", -1)
@@ -636,18 +710,19 @@ func (r *parityRun) compare(bounds Bounds) (*ParityReport, error) {
 
 // sequence is one sequence of parity scenarios on an engine.
 type sequence struct {
-	e *model.Engine
-	c *model.Cache
+	ctx context.Context
+	e   *model.Engine
+	c   *model.Cache
 }
 
 func (s *sequence) prefill(ids []int) ([]float32, error) {
 	h := make([]float32, len(ids)*s.e.Model().Hidden())
-	if err := s.e.Prefill(s.c, ids, h); err != nil {
+	if err := s.e.Prefill(s.ctx, s.c, ids, h); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
 func (s *sequence) denoise(canvas []int, sc []float32, hidden *[][]float32) ([]float32, error) {
-	return s.e.Denoise(s.c, canvas, sc, hidden)
+	return s.e.Denoise(s.ctx, s.c, canvas, sc, hidden)
 }

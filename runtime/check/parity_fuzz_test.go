@@ -17,6 +17,6 @@ func FuzzParityReference(f *testing.F) {
 	f.Add([]byte(`{"prompt_len": -1, "canvas_length": 1000000000}`), ref[:4096])
 	f.Add(meta, []byte{8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '})
 	f.Fuzz(func(t *testing.T, metaRaw, refRaw []byte) {
-		_, _ = parityOn(e, metaRaw, refRaw, DefaultBounds())
+		_, _ = parityOn(t.Context(), e, metaRaw, refRaw, DefaultBounds())
 	})
 }

@@ -58,7 +58,7 @@ func TestParityBF16(t *testing.T) {
 			if f := e.Model().WeightFormat(); f != codecs.Raw {
 				t.Fatalf("WeightFormat = %s, want raw", f)
 			}
-			rep, err := Parity(e, fixture.RefDir(t, fx), DefaultBounds())
+			rep, err := Parity(t.Context(), e, fixture.RefDir(t, fx), DefaultBounds())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,6 +71,9 @@ func TestParityBF16(t *testing.T) {
 				"step1_argmax": true, "block1_last_hidden": true, "logits3": true}
 			for _, c := range rep.Cases {
 				delete(want, c.Name)
+				if !c.Judged || !c.Pass {
+					t.Errorf("%s: judged %v, pass %v", c.Name, c.Judged, c.Pass)
+				}
 				if c.ArgmaxAgree != 1 {
 					t.Errorf("%s: agreement %g, want 1", c.Name, c.ArgmaxAgree)
 				}
@@ -106,7 +109,7 @@ func TestParityQuantizedNoVerdict(t *testing.T) {
 				if f := e.Model().WeightFormat(); f != p.want {
 					t.Fatalf("WeightFormat = %s, want %s", f, p.want)
 				}
-				rep, err := Parity(e, fixture.RefDir(t, fx), DefaultBounds())
+				rep, err := Parity(t.Context(), e, fixture.RefDir(t, fx), DefaultBounds())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,9 +120,17 @@ func TestParityQuantizedNoVerdict(t *testing.T) {
 					if !math.IsInf(c.Tolerance, 1) {
 						t.Errorf("%s: tolerance %g applied without a verdict", c.Name, c.Tolerance)
 					}
+					// Without a verdict a case is neither judged nor passed (issue 21:
+					// it used to say pass).
+					if c.Judged || c.Pass {
+						t.Errorf("%s: judged %v, pass %v without a verdict", c.Name, c.Judged, c.Pass)
+					}
 				}
 				if rep.Judged || !strings.Contains(rep.NoVerdict, "dgq verify") {
 					t.Fatalf("judged %v, no-verdict reason %q", rep.Judged, rep.NoVerdict)
+				}
+				if rep.Verdict || rep.Pass {
+					t.Fatalf("a report without a verdict says verdict %v, pass %v", rep.Verdict, rep.Pass)
 				}
 			})
 		}
@@ -152,7 +163,7 @@ func (w swapWeights) Tensors() []backend.TensorData {
 // scalars swapped fails parity on tiny-distinct, whose scalars differ.
 func TestParityDetectsSwappedScalars(t *testing.T) {
 	e := engineOn(t, swapWeights{model.PackWeights(fixture.OpenPack(t, "tiny-distinct", "bf16"))})
-	rep, err := Parity(e, fixture.RefDir(t, "tiny-distinct"), DefaultBounds())
+	rep, err := Parity(t.Context(), e, fixture.RefDir(t, "tiny-distinct"), DefaultBounds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,11 +179,11 @@ func TestParityDetectsSwappedScalars(t *testing.T) {
 
 func TestParityReferenceErrors(t *testing.T) {
 	e := loadEngine(t, "tiny", "bf16")
-	if _, err := Parity(e, t.TempDir(), DefaultBounds()); !errors.Is(err, ErrReference) {
+	if _, err := Parity(t.Context(), e, t.TempDir(), DefaultBounds()); !errors.Is(err, ErrReference) {
 		t.Errorf("empty dir: %v, want ErrReference", err)
 	}
 	// The wide reference does not fit the tiny model.
-	if _, err := Parity(e, fixture.RefDir(t, "wide"), DefaultBounds()); !errors.Is(err, ErrReference) {
+	if _, err := Parity(t.Context(), e, fixture.RefDir(t, "wide"), DefaultBounds()); !errors.Is(err, ErrReference) {
 		t.Errorf("wide reference on tiny: %v, want ErrReference", err)
 	}
 	// A path to either file works like its directory.
@@ -181,7 +192,7 @@ func TestParityReferenceErrors(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Parity(e, p, DefaultBounds())
+		rep, err := Parity(t.Context(), e, p, DefaultBounds())
 		if err != nil || !rep.Pass {
 			t.Errorf("Parity(%s): %v", p, err)
 		}
@@ -213,7 +224,7 @@ func TestParityTable(t *testing.T) {
 	for _, fx := range fixture.Names {
 		for _, k := range kinds {
 			e := loadEngine(t, fx, k.profile, k.sets...)
-			rep, err := Parity(e, fixture.RefDir(t, fx), Bounds{Logits: math.Inf(1), Hidden: math.Inf(1), Mismatch: 1})
+			rep, err := Parity(t.Context(), e, fixture.RefDir(t, fx), Bounds{Logits: math.Inf(1), Hidden: math.Inf(1), Mismatch: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +259,7 @@ func TestParityDequantized(t *testing.T) {
 	for _, k := range fixture.Dequantized {
 		t.Run(k.Fixture+"-"+k.Name, func(t *testing.T) {
 			e := loadEngine(t, k.Fixture, k.Profile, k.Sets...)
-			rep, err := Parity(e, filepath.Join("..", "testdata", "dequant", k.Fixture+"-"+k.Name), DefaultBounds())
+			rep, err := Parity(t.Context(), e, filepath.Join("..", "testdata", "dequant", k.Fixture+"-"+k.Name), DefaultBounds())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +274,7 @@ func TestParityDequantized(t *testing.T) {
 // A reference made from one pack's decoded weights judges no other pack.
 func TestParityDequantizedOtherWeights(t *testing.T) {
 	e := loadEngine(t, "tiny", "nvfp4")
-	rep, err := Parity(e, filepath.Join("..", "testdata", "dequant", "tiny-q4"), DefaultBounds())
+	rep, err := Parity(t.Context(), e, filepath.Join("..", "testdata", "dequant", "tiny-q4"), DefaultBounds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +329,7 @@ func TestParityBF16Anchor(t *testing.T) {
 	e := loadEngine(t, "trained", "bf16")
 	b := DefaultBounds()
 	b.BF16 = true
-	rep, err := Parity(e, fixture.RefDir(t, "trained"), b)
+	rep, err := Parity(t.Context(), e, fixture.RefDir(t, "trained"), b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +345,7 @@ func TestParityBF16Anchor(t *testing.T) {
 	noBF16 := editedReference(t, "trained", func(name string, v safetensors.TensorView) (safetensors.TensorView, bool) {
 		return v, !strings.HasPrefix(name, bf16Prefix)
 	})
-	rep, err = Parity(e, noBF16, b)
+	rep, err = Parity(t.Context(), e, noBF16, b)
 	if err != nil || rep.Judged || !strings.Contains(rep.NoVerdict, "bf16") {
 		t.Errorf("no bf16 results: %v, %+v; want no verdict", err, rep)
 	}
@@ -345,7 +356,7 @@ func TestParityBF16Anchor(t *testing.T) {
 		}
 		return v, true
 	})
-	if _, err := Parity(e, badDType, b); !errors.Is(err, ErrReference) {
+	if _, err := Parity(t.Context(), e, badDType, b); !errors.Is(err, ErrReference) {
 		t.Errorf("F64 bf16 tensor: %v, want ErrReference", err)
 	}
 }

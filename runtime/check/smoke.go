@@ -15,18 +15,38 @@ import (
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/dgq/testmodel"
 	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/cpu"
 	"github.com/dgq-dev/dgq/runtime/generate"
 	"github.com/dgq-dev/dgq/runtime/session"
 )
 
-// SmokeCheck is one check of the smoke battery.
+// SmokeCheck is one check of the smoke battery. Pass is true only for a
+// check that ran and passed; a skipped check (Skipped) has no verdict: its
+// JSON says "pass": null, "judged": false.
 type SmokeCheck struct {
 	Name    string  `json:"name"`
 	Pass    bool    `json:"pass"`
 	Skipped bool    `json:"skipped,omitempty"`
 	Detail  string  `json:"detail"`
 	Seconds float64 `json:"seconds"`
+}
+
+// MarshalJSON writes the check with "pass" null and "judged" false when it
+// was skipped (no verdict), "judged" true otherwise.
+func (c SmokeCheck) MarshalJSON() ([]byte, error) {
+	var pass *bool
+	if !c.Skipped {
+		pass = &c.Pass
+	}
+	return json.Marshal(struct {
+		Name    string  `json:"name"`
+		Pass    *bool   `json:"pass"`
+		Judged  bool    `json:"judged"`
+		Skipped bool    `json:"skipped,omitempty"`
+		Detail  string  `json:"detail"`
+		Seconds float64 `json:"seconds"`
+	}{c.Name, pass, !c.Skipped, c.Skipped, c.Detail, c.Seconds})
 }
 
 // SmokeReport is the result of Smoke: Pass when no check failed.
@@ -40,9 +60,18 @@ type SmokeReport struct {
 
 // SmokeOptions configures Smoke.
 type SmokeOptions struct {
-	Workers   int
+	// Load is how the pack is loaded: the backend and precision every check
+	// runs on, the cpu backend's workers, and SkipDigests (the load check
+	// then trusts the pack's digests).
+	Load      session.Options
 	Reference string // reference.safetensors (or its directory); default: found from the pack's source
 	Seed      uint64
+	// Tmp, Progress and Notify are the verify check's (VerifyOptions): where
+	// a snapshot source's temporary bf16 pack is made, the progress of its
+	// copy, and the line announcing it.
+	Tmp      string
+	Progress dgq.Progress
+	Notify   func(string)
 }
 
 // smokePrompt is the fixed prompt of the battery.
@@ -53,25 +82,51 @@ const smokePrompt = "Write one sentence about the sea."
 // generation is deterministic at a fixed seed, that the reply decodes, and
 // parity against a transformers reference when one is known for the pack's
 // source, and a short Verify against its bf16 source when that is at hand;
-// it times prefill and a denoise step.
+// it times prefill and a denoise step. When ctx ends the battery, Smoke
+// returns no report and an error wrapping ctx.Err() naming the check it
+// stopped: an interruption is never a failed check.
 func Smoke(ctx context.Context, dir string, o SmokeOptions) (*SmokeReport, error) {
+	if o.Reference != "" {
+		if err := CheckReference(o.Reference); err != nil {
+			return nil, err // a reference given must exist: refused before the pack is loaded
+		}
+	}
+	if err := smokeLoad(dir, &o); err != nil {
+		return nil, err // every number checked before the pack is loaded
+	}
 	rep := &SmokeReport{Pass: true}
 	add := func(c SmokeCheck) {
 		rep.Checks = append(rep.Checks, c)
 		rep.Pass = rep.Pass && (c.Pass || c.Skipped)
 	}
 	start := time.Now()
-	s, err := session.Load(dir, session.Options{Workers: o.Workers})
+	s, err := session.Load(ctx, dir, o.Load)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	rep.LoadSeconds = time.Since(start).Seconds()
-	add(SmokeCheck{Name: "load", Pass: true, Detail: fmt.Sprintf("%d tensors bound, every digest verified", len(s.Pack.Manifest.Tensors)), Seconds: rep.LoadSeconds})
-	add(smokeFinite(s, rep))
-	add(smokeDeterminism(ctx, s, o.Seed))
-	add(smokeParity(s, o.Reference))
-	add(smokeVerify(ctx, dir, s, o))
+	digests := "every digest verified"
+	if o.Load.SkipDigests {
+		digests = "digests trusted (--skip-digests)"
+	}
+	add(SmokeCheck{Name: "load", Pass: true, Detail: fmt.Sprintf("%d tensors bound, %s", len(s.Pack.Manifest.Tensors), digests), Seconds: rep.LoadSeconds})
+	bounds := DefaultBounds()
+	if o.Load.Precision == backend.BF16 { // as ParityRun
+		bounds.VsCPU, bounds.BF16 = VsCPUBF16, true
+	}
+	for _, check := range []func() SmokeCheck{
+		func() SmokeCheck { return smokeFinite(ctx, s, rep) },
+		func() SmokeCheck { return smokeDeterminism(ctx, s, o.Seed) },
+		func() SmokeCheck { return smokeParity(ctx, s, o.Reference, bounds) },
+		func() SmokeCheck { return smokeVerify(ctx, dir, s, o) },
+	} {
+		c := check()
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("smoke: interrupted in the %s check: %w", c.Name, err)
+		}
+		add(c)
+	}
 	return rep, nil
 }
 
@@ -85,8 +140,8 @@ func smokeVerify(ctx context.Context, dir string, s *session.Session, o SmokeOpt
 		return c
 	}
 	t0 := time.Now()
-	r, err := Verify(ctx, dir, VerifyOptions{Windows: 2, Generations: -1, Seed: o.Seed,
-		Load: session.Options{Workers: o.Workers, SkipDigests: true}}) // the smoke's load verified them
+	r, err := Verify(ctx, dir, VerifyOptions{Windows: 2, Prefix: VerifyPrefix, Generations: -1, Seed: o.Seed, Tmp: o.Tmp, Progress: o.Progress, Notify: o.Notify,
+		Load: session.Options{Workers: o.Load.Workers, Backend: o.Load.Backend, Precision: o.Load.Precision, SkipDigests: true, MaxMemory: o.Load.MaxMemory}}) // the smoke's load verified them (or trusted them)
 	if err != nil {
 		c.Detail = err.Error()
 		return c
@@ -107,7 +162,7 @@ func smokeVerify(ctx context.Context, dir string, s *session.Session, o SmokeOpt
 
 // smokeFinite prefills the prompt and runs two denoise steps (without and
 // with self-conditioning); every logit must be finite.
-func smokeFinite(s *session.Session, rep *SmokeReport) SmokeCheck {
+func smokeFinite(ctx context.Context, s *session.Session, rep *SmokeReport) SmokeCheck {
 	c := SmokeCheck{Name: "finite_logits"}
 	cfg := s.Model.Config()
 	prompt := smokeIDs(s)
@@ -115,7 +170,7 @@ func smokeFinite(s *session.Session, rep *SmokeReport) SmokeCheck {
 	cache := e.NewCache()
 	defer cache.Free()
 	t0 := time.Now()
-	if err := e.Prefill(cache, prompt, nil); err != nil {
+	if err := e.Prefill(ctx, cache, prompt, nil); err != nil {
 		c.Detail = err.Error()
 		return c
 	}
@@ -126,7 +181,7 @@ func smokeFinite(s *session.Session, rep *SmokeReport) SmokeCheck {
 		canvas[i] = (i*7919 + 13) % cfg.Text.VocabSize
 	}
 	t1 := time.Now()
-	logits, err := e.Denoise(cache, canvas, nil, nil)
+	logits, err := e.Denoise(ctx, cache, canvas, nil, nil)
 	if err != nil {
 		c.Detail = err.Error()
 		return c
@@ -137,7 +192,7 @@ func smokeFinite(s *session.Session, rep *SmokeReport) SmokeCheck {
 	for r := 0; r < len(canvas); r++ {
 		cpu.TemperRow(logits[r*cfg.Text.VocabSize:(r+1)*cfg.Text.VocabSize], T, sc[r*cfg.Text.VocabSize:(r+1)*cfg.Text.VocabSize])
 	}
-	logits2, err := e.Denoise(cache, canvas, sc, nil)
+	logits2, err := e.Denoise(ctx, cache, canvas, sc, nil)
 	if err != nil {
 		c.Detail = err.Error()
 		return c
@@ -207,7 +262,7 @@ func smokeDeterminism(ctx context.Context, s *session.Session, seed uint64) Smok
 
 // smokeParity compares with a transformers reference when one is given or
 // known for the pack's source.
-func smokeParity(s *session.Session, ref string) SmokeCheck {
+func smokeParity(ctx context.Context, s *session.Session, ref string, bounds Bounds) SmokeCheck {
 	c := SmokeCheck{Name: "parity"}
 	if ref == "" {
 		var cleanup func()
@@ -219,7 +274,7 @@ func smokeParity(s *session.Session, ref string) SmokeCheck {
 		return c
 	}
 	t0 := time.Now()
-	r, err := Parity(s.Engine, ref, DefaultBounds())
+	r, err := Parity(ctx, s.Engine, ref, bounds)
 	if err != nil {
 		c.Detail = err.Error()
 		return c

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -36,6 +38,10 @@ var (
 	// ErrText: the --text file cannot serve (not UTF-8, too short for one
 	// window, or the pack has no tokenizer).
 	ErrText = errclass.New(errclass.Invalid, "verify: unusable text")
+	// ErrNoSpace: the temporary folder (--tmp, else $TMPDIR) has less free
+	// space than the copy of a snapshot source needs; the message gives
+	// both numbers.
+	ErrNoSpace = errclass.New(errclass.IO, "verify: not enough free space for the source's copy")
 )
 
 // VerifyOptions configure Verify. Zero values take the defaults.
@@ -48,11 +54,13 @@ type VerifyOptions struct {
 	// Text is a UTF-8 file of held-out text, tokenized with the pack's
 	// tokenizer; empty: deterministic pseudo-random token windows.
 	Text string
-	// Windows is how many windows are measured (default 8; fewer when the
-	// text holds fewer).
+	// Windows is how many windows are measured, 1…MaxVerifyWindows (dgq
+	// verify: VerifyWindows; fewer when the text holds fewer).
 	Windows int
-	// Prefix is the tokens prefilled before each canvas, bos included
-	// (default 128); Canvas the canvas positions (default canvas_length).
+	// Prefix is the tokens prefilled before each canvas, bos included (≥ 1;
+	// dgq verify: VerifyPrefix); Canvas the canvas positions, up to the
+	// config's canvas_length (0: that). Prefix + Canvas must be within the
+	// model's positions (max_position_embeddings).
 	Prefix, Canvas int
 	// NoiseRates are the fractions of the canvas corrupted (each in (0, 1];
 	// default 0.25, 0.5, 0.75, 1).
@@ -70,6 +78,18 @@ type VerifyOptions struct {
 	// Load is how both models are loaded: the backend, its precision,
 	// workers, SkipDigests. The source runs on the same backend.
 	Load session.Options
+	// Tmp is the folder in which a snapshot source's temporary bf16 pack is
+	// made (removed at the end): "" is os.TempDir() ($TMPDIR). A snapshot
+	// outside the hub cache is copied there whole, so its free space is
+	// checked first (ErrNoSpace).
+	Tmp string
+	// Progress, when not nil, is told the copy of a snapshot source as it
+	// runs (a progress bar on a terminal).
+	Progress dgq.Progress
+	// Notify, when not nil, is told what the user should know at once
+	// while the run goes on, one line each: the copy of a snapshot source,
+	// with its size and where it goes.
+	Notify func(string)
 }
 
 // Defaults of VerifyOptions.
@@ -202,11 +222,14 @@ func Verify(ctx context.Context, packDir string, o VerifyOptions) (*VerifyReport
 	if err != nil {
 		return nil, err
 	}
-	m, err := dgq.ReadManifest(packDir)
+	spec, err := session.ReadSpec(packDir)
 	if err != nil {
 		return nil, err
 	}
-	src, err := resolveVerifySource(m, o.Source)
+	if err := o.checkSpec(spec); err != nil { // before either model is loaded
+		return nil, err
+	}
+	src, err := resolveVerifySource(spec.Manifest, o.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -225,12 +248,13 @@ func Verify(ctx context.Context, packDir string, o VerifyOptions) (*VerifyReport
 			return nil, err
 		}
 	}
-	ps, err := session.Load(packDir, o.Load)
+	ps, err := session.Load(ctx, packDir, o.Load) // its memory estimate counts both models
 	if err != nil {
 		return nil, err
 	}
 	defer ps.Close()
-	ss, cleanup, err := src.load(ctx, o.Load)
+	o.Load.Workload = nil // the source's share was counted above
+	ss, cleanup, err := src.load(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -279,27 +303,15 @@ func Verify(ctx context.Context, packDir string, o VerifyOptions) (*VerifyReport
 	return rep, nil
 }
 
-// defaults fills the zero options and refuses the out-of-range ones.
+// defaults fills the zero options that have a default (Generations,
+// NoiseRates) and refuses the out-of-range ones that need no pack
+// (checkNumbers; Windows and Prefix have no zero default: 0 is refused).
 func (o *VerifyOptions) defaults() error {
-	o.Windows = cmp.Or(o.Windows, VerifyWindows)
-	o.Prefix = cmp.Or(o.Prefix, VerifyPrefix)
 	o.Generations = cmp.Or(o.Generations, VerifyGenerations)
 	if o.NoiseRates == nil {
 		o.NoiseRates = VerifyNoiseRates
 	}
-	switch {
-	case o.Windows < 1 || o.Prefix < 1 || o.Canvas < 0 || o.GenTokens < 0 || o.GenSteps < 0:
-		return fmt.Errorf("%w: windows %d and prefix %d must be ≥ 1, canvas %d, generation tokens %d and steps %d ≥ 0",
-			ErrVerifyOptions, o.Windows, o.Prefix, o.Canvas, o.GenTokens, o.GenSteps)
-	case len(o.NoiseRates) == 0:
-		return fmt.Errorf("%w: no noise rate", ErrVerifyOptions)
-	}
-	for _, r := range o.NoiseRates {
-		if !(r > 0 && r <= 1) {
-			return fmt.Errorf("%w: noise rate %g is not in (0, 1]", ErrVerifyOptions, r)
-		}
-	}
-	return nil
+	return o.checkNumbers()
 }
 
 // verifyWindow is one window: the prefix prefilled and the true canvas.
@@ -335,7 +347,7 @@ func verifyWindows(ps *session.Session, text []byte, o VerifyOptions, rep *Verif
 		ids := ps.Tokenizer.Encode(string(text), false)
 		n := min(o.Windows, len(ids)/need)
 		if n == 0 {
-			return nil, fmt.Errorf("%w: %s holds %d tokens; one window needs %d (prefix %d − 1 bos + canvas %d): give a longer text or a shorter --prefix",
+			return nil, fmt.Errorf("%w: %s holds %d tokens; one window needs %d (prefix %d − 1 bos + canvas %d): give a longer text or a shorter --prompt-len",
 				ErrText, o.Text, len(ids), need, P, C)
 		}
 		if n < o.Windows {
@@ -361,6 +373,9 @@ const maxVerifyText = 4 << 20
 // after its last whole line when longer); truncated says it was.
 func readVerifyText(path string) (text []byte, truncated bool, err error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, fmt.Errorf("%w: --text %s does not exist", ErrText, path) // invalid input, as a missing pack
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -409,10 +424,10 @@ func (v *verifyRun) window(ctx context.Context, w int, win verifyWindow, o Verif
 	cs, cp := v.se.NewCache(), v.pe.NewCache()
 	defer cs.Free()
 	defer cp.Free()
-	if err := v.se.Prefill(cs, win.prefix, nil); err != nil {
+	if err := v.se.Prefill(ctx, cs, win.prefix, nil); err != nil {
 		return err
 	}
-	if err := v.pe.Prefill(cp, win.prefix, nil); err != nil {
+	if err := v.pe.Prefill(ctx, cp, win.prefix, nil); err != nil {
 		return err
 	}
 	for ri, rate := range o.NoiseRates {
@@ -422,15 +437,17 @@ func (v *verifyRun) window(ctx context.Context, w int, win verifyWindow, o Verif
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			zs, err := v.denoise(v.se, v.sr, cs, canvas, sc, &v.hs, &v.rs)
+			zs, err := v.denoise(ctx, v.se, v.sr, cs, canvas, sc, &v.hs, &v.rs)
 			if err != nil {
 				return fmt.Errorf("verify: source: %w", err)
 			}
-			zp, err := v.denoise(v.pe, v.pr, cp, canvas, sc, &v.hp, &v.rp)
+			zp, err := v.denoise(ctx, v.pe, v.pr, cp, canvas, sc, &v.hp, &v.rp)
 			if err != nil {
 				return fmt.Errorf("verify: pack: %w", err)
 			}
-			v.acc.measure(ri*2+boolIndex(withSC), zs, zp, win.truth, v.V)
+			if err := v.acc.measure(ctx, ri*2+boolIndex(withSC), zs, zp, win.truth, v.V); err != nil {
+				return err
+			}
 			v.acc.layers(v.hs, v.hp)
 			if v.routes {
 				v.acc.routes(v.rs, v.rp)
@@ -446,13 +463,13 @@ func (v *verifyRun) window(ctx context.Context, w int, win verifyWindow, o Verif
 
 // denoise runs one measured denoise call, its hidden states into *hidden
 // and, where both backends report routes, its routes into *r.
-func (v *verifyRun) denoise(e *model.Engine, be backend.RouteRecorder, c *model.Cache, canvas []int, sc []float32, hidden *[][]float32, r *backend.Routes) ([]float32, error) {
+func (v *verifyRun) denoise(ctx context.Context, e *model.Engine, be backend.RouteRecorder, c *model.Cache, canvas []int, sc []float32, hidden *[][]float32, r *backend.Routes) ([]float32, error) {
 	*hidden, r.Calls = (*hidden)[:0], r.Calls[:0]
 	if be != nil && v.routes {
 		be.RecordRoutes(r)
 		defer be.RecordRoutes(nil)
 	}
-	return e.Denoise(c, canvas, sc, hidden)
+	return e.Denoise(ctx, c, canvas, sc, hidden)
 }
 
 func boolIndex(b bool) int {

@@ -1,10 +1,10 @@
 package check
 
 import (
+	"context"
 	"fmt"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"math"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -40,12 +40,15 @@ func newVerifyAcc(rates, layers int) verifyAcc {
 // measure compares one denoise call's logits ([C][V]) position by
 // position: KL(source‖pack) of the softmaxes (float64), argmax agreement,
 // and each model's argmax against the true tokens.
-func (a *verifyAcc) measure(cell int, zs, zp []float32, truth []int, V int) {
+func (a *verifyAcc) measure(ctx context.Context, cell int, zs, zp []float32, truth []int, V int) error {
 	if len(a.ls) != V {
 		a.ls, a.lp = make([]float64, V), make([]float64, V)
 	}
 	c := &a.cells[cell]
 	for t, want := range truth {
+		if err := ctx.Err(); err != nil {
+			return err // a position is ~10 ms at the real vocabulary; a canvas seconds
+		}
 		rs, rp := zs[t*V:(t+1)*V], zp[t*V:(t+1)*V]
 		if !logSoftmax(rs, a.ls) || !logSoftmax(rp, a.lp) {
 			a.nonFinite++
@@ -57,6 +60,7 @@ func (a *verifyAcc) measure(cell int, zs, zp []float32, truth []int, V int) {
 		c.accS += boolIndex(as == want)
 		c.accP += boolIndex(ap == want)
 	}
+	return nil
 }
 
 // logSoftmax writes log softmax(z) in float64 into dst; false when z holds
@@ -201,34 +205,12 @@ func percentile(sorted []float64, q float64) float64 {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// configDiff names the fields in which two configs differ ("" when equal).
+// configDiff names the first fields in which two configs differ ("" when
+// equal; layout.ConfigDiff).
 func configDiff(a, b *layout.Config) string {
-	var diffs []string
-	var walk func(prefix string, x, y reflect.Value)
-	walk = func(prefix string, x, y reflect.Value) {
-		for i := range x.NumField() {
-			f := x.Type().Field(i)
-			xv, yv := x.Field(i), y.Field(i)
-			switch {
-			case f.Type.Kind() == reflect.Struct:
-				walk(prefix+f.Name+".", xv, yv)
-			case !reflect.DeepEqual(xv.Interface(), yv.Interface()):
-				diffs = append(diffs, fmt.Sprintf("%s%s %v vs %v", prefix, f.Name, clipValue(xv), clipValue(yv)))
-			}
-		}
-	}
-	walk("", reflect.ValueOf(*a), reflect.ValueOf(*b))
+	diffs := layout.ConfigDiff(a, b)
 	if len(diffs) > 3 {
 		diffs = append(diffs[:3], "…")
 	}
 	return strings.Join(diffs, ", ")
-}
-
-// clipValue prints a config value for a message, at most 40 characters.
-func clipValue(v reflect.Value) string {
-	s := fmt.Sprint(v.Interface())
-	if len(s) > 40 {
-		s = s[:37] + "..."
-	}
-	return s
 }

@@ -74,7 +74,7 @@ func writePlot(path string, rep *VerifyReport) (err error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("verify: --plot %s: %w", path, err)
 	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
+	if err := os.Chmod(f.Name(), dgq.PublicMode(dgq.FileMode)); err != nil { // 0644 less the umask
 		return fmt.Errorf("verify: --plot %s: %w", path, err)
 	}
 	return os.Rename(f.Name(), path)

@@ -127,31 +127,100 @@ func readConfig(dir string) (*layout.Config, error) {
 	return layout.ParseConfig(b)
 }
 
+// verifyTempPrefix names the temporary folders of snapshot sources:
+// dgq-verify-source-<pid>-…; a run removes those whose process is gone
+// (dgq.MakeTempDir).
+const verifyTempPrefix = "dgq-verify-source-"
+
 // load opens the source as a session; a snapshot is first quantized into a
-// temporary bf16 pack (layered over the cache when it lies there), which
-// cleanup removes.
-func (s verifySource) load(ctx context.Context, lo session.Options) (*session.Session, func(), error) {
+// temporary bf16 pack in o.Tmp (layered over the cache when it lies there;
+// copied whole, announced through o.Notify with its size, its free space
+// checked first, otherwise), which cleanup removes. Every error path removes
+// it too.
+func (s verifySource) load(ctx context.Context, o VerifyOptions) (_ *session.Session, _ func(), err error) {
 	nop := func() {}
+	lo := o.Load
 	if s.kind == "pack" {
-		ss, err := session.Load(s.dir, lo)
+		ss, err := session.Load(ctx, s.dir, lo)
 		return ss, nop, err
 	}
-	tmp, err := os.MkdirTemp("", "dgq-verify-source-")
-	if err != nil {
-		return nil, nop, fmt.Errorf("verify: %w", err)
+	copied := s.kind == "snapshot_copy"
+	var need int64
+	if copied {
+		if need, err = s.copySize(ctx); err != nil {
+			return nil, nop, err
+		}
+		if err := checkSpace(o.Tmp, need); err != nil {
+			return nil, nop, err
+		}
 	}
-	cleanup := func() { os.RemoveAll(tmp) }
-	out := filepath.Join(tmp, "source.dgq")
-	_, err = dgq.Quantize(ctx, dgq.QuantizeOptions{Source: s.dir, Out: out, Profile: "bf16", Overlay: s.kind == "snapshot", Workers: lo.Workers})
+	tmp, err := dgq.MakeTempDir(o.Tmp, verifyTempPrefix)
 	if err != nil {
-		cleanup()
+		return nil, nop, err
+	}
+	remove := func() { os.RemoveAll(tmp) }
+	defer func() {
+		if err != nil {
+			remove()
+		}
+	}()
+	qo := dgq.QuantizeOptions{Source: s.dir, Out: filepath.Join(tmp, "source.dgq"), Profile: "bf16", Overlay: !copied, Workers: lo.Workers}
+	qo.Progress = o.Progress // a layered pack reads (hashes) every shard too
+	if copied {
+		if o.Notify != nil {
+			o.Notify(fmt.Sprintf("copying the source snapshot %s (outside the hub cache) into a temporary bf16 pack in %s: %s; removed at the end (--tmp DIR puts it elsewhere)",
+				s.dir, tmp, formatBytes(need)))
+		}
+	}
+	if _, err = dgq.Quantize(ctx, qo); err != nil {
 		return nil, nop, fmt.Errorf("verify: making a bf16 pack of %s: %w", s.dir, err)
 	}
 	lo.SkipDigests = true // Quantize has just read and hashed every byte
-	ss, err := session.Load(out, lo)
+	ss, err := session.Load(ctx, qo.Out, lo)
 	if err != nil {
-		cleanup()
 		return nil, nop, err
 	}
-	return ss, cleanup, nil
+	return ss, remove, nil
+}
+
+// copySize is what the copy of the snapshot takes on disk: the bf16 pack's
+// blob (a plan of the snapshot: headers only) and its side files.
+func (s verifySource) copySize(ctx context.Context) (int64, error) {
+	plan, err := dgq.Quantize(ctx, dgq.QuantizeOptions{Source: s.dir, Profile: "bf16", DryRun: true})
+	if err != nil {
+		return 0, fmt.Errorf("verify: making a bf16 pack of %s: %w", s.dir, err)
+	}
+	need := plan.Plan.BlobSize
+	for _, name := range dgq.EngineSideFiles {
+		if st, err := os.Stat(filepath.Join(s.dir, name)); err == nil {
+			need += st.Size()
+		}
+	}
+	return need, nil
+}
+
+// checkSpace refuses a copy of need bytes into dir ("": os.TempDir()) when
+// its file system has less free space (ErrNoSpace, with the numbers); where
+// free space cannot be told it lets the copy try.
+func checkSpace(dir string, need int64) error {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	free, ok := dgq.FreeSpace(dir)
+	if !ok || free >= need {
+		return nil
+	}
+	return fmt.Errorf("%w: the source snapshot lies outside the hub cache, so verify copies it into a temporary bf16 pack: that needs %s, and %s has %s free; pass --tmp DIR on a larger file system, or put the snapshot in the hub cache (dgq download) or pass a bf16 pack as --source, which are not copied",
+		ErrNoSpace, formatBytes(need), dir, formatBytes(free))
+}
+
+// formatBytes is a size for a message: "50.3 GB (50312345678 bytes)".
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB (%d bytes)", float64(n)/1e9, n)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB (%d bytes)", float64(n)/1e6, n)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dgq-dev/dgq/dgq"
@@ -212,7 +213,10 @@ func TestVerifyErrors(t *testing.T) {
 		{"plot directory", bf16, VerifyOptions{Source: snapTiny, Plot: filepath.Join(dir, "d.png")}, dgq.ErrUsage, errclass.Usage, "--plot"},
 		{"plot inside the pack", bf16, VerifyOptions{Source: snapTiny, Plot: filepath.Join(bf16, "chart.png")}, dgq.ErrUsage, errclass.Usage, "--plot"},
 		{"text not UTF-8", bf16, VerifyOptions{Source: snapTiny, Text: text}, ErrText, errclass.Invalid, "UTF-8"},
-		{"text missing", bf16, VerifyOptions{Source: snapTiny, Text: filepath.Join(dir, "none.txt")}, os.ErrNotExist, errclass.IO, "none.txt"},
+		// Issue 21: a missing input is invalid input (exit 3), as a missing
+		// pack; one that cannot be read (a directory) an I/O failure.
+		{"text missing", bf16, VerifyOptions{Source: snapTiny, Text: filepath.Join(dir, "none.txt")}, ErrText, errclass.Invalid, "none.txt"},
+		{"text unreadable", bf16, VerifyOptions{Source: snapTiny, Text: dir}, syscall.EISDIR, errclass.IO, dir},
 		{"not a pack", dir, VerifyOptions{}, dgq.ErrManifest, errclass.Invalid, "not a dgq pack"},
 	}
 	os.Mkdir(filepath.Join(dir, "d.png"), 0o755)

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/dgq-dev/dgq/codecs"
@@ -27,9 +28,35 @@ type Backend struct {
 	// routes, when not nil, receives the router's selections and their
 	// margins (RecordRoutes).
 	routes *backend.Routes
+	// ctx, when not nil, interrupts the long ops (SetContext).
+	ctx context.Context
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend    = (*Backend)(nil)
+	_ backend.Cancelable = (*Backend)(nil)
+)
+
+// SetContext makes the long ops (MatMulNT, MoE, SoftEmbed, Attention, the
+// row-wise sampler ops) stop between bands of work once ctx is done and
+// return an error wrapping ctx.Err() (backend.Cancelable); nil
+// removes it. A band is a few milliseconds of work, so an op stops within
+// milliseconds. Results of ops that complete do not depend on it.
+func (c *Backend) SetContext(ctx context.Context) {
+	c.ctx, c.p.done = ctx, nil
+	if ctx != nil {
+		c.p.done = ctx.Done()
+	}
+}
+
+// interrupted is the error of op when the context of SetContext is done
+// (the op may have stopped part way), else nil.
+func (c *Backend) interrupted(op string) error {
+	if c.ctx == nil || c.ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("cpu: %s interrupted: %w", op, c.ctx.Err())
+}
 
 // New returns a CPU backend running on workers goroutines (≤ 0: GOMAXPROCS).
 func New(workers int) *Backend { return &Backend{p: newPool(workers)} }
@@ -188,7 +215,7 @@ func (c *Backend) MatMulNT(cb, a backend.Buf, w backend.Weight, m int) error {
 	}
 	x := toF64(av[:m*k], nil)
 	c.p.matmul(mw, 0, n, x, m, cv[:m*n], n)
-	return nil
+	return c.interrupted("MatMulNT")
 }
 
 func (c *Backend) RoPE(x backend.Buf, rows, heads, headDim, pos0 int, invFreq backend.Buf) error {
@@ -222,11 +249,20 @@ func (c *Backend) Softcap(x backend.Buf, n int, cp float32) error {
 	if err != nil {
 		return err
 	}
-	for i, z := range xv[:n] {
-		xv[i] = softcap(z, cp)
+	for i0 := 0; i0 < n; i0 += elementChunk {
+		if c.p.stopped() {
+			return c.interrupted("Softcap")
+		}
+		for i := i0; i < min(n, i0+elementChunk); i++ {
+			xv[i] = softcap(xv[i], cp)
+		}
 	}
 	return nil
 }
+
+// elementChunk is how many values an element-wise op handles between two
+// looks at its context (a millisecond or less of work).
+const elementChunk = 1 << 16
 
 func (c *Backend) RowStats(logits backend.Buf, rows, v int, temperature float32, entropy, argmax backend.Buf) error {
 	if err := backend.CheckRowStats(logits, rows, v, temperature, entropy, argmax); err != nil {
@@ -246,6 +282,9 @@ func (c *Backend) RowStats(logits backend.Buf, rows, v int, temperature float32,
 	}
 	t := make([]float32, v)
 	for r := range rows {
+		if c.p.stopped() {
+			return c.interrupted("RowStats")
+		}
 		TemperRow(lv[r*v:(r+1)*v], temperature, t)
 		ev[r] = Entropy(t)
 		av[r] = float32(Argmax(t))

@@ -12,6 +12,20 @@ import (
 type pool struct {
 	workers int
 	scratch sync.Pool
+	// done, when closed, makes parallel jobs stop taking items (the
+	// backend's SetContext); nil never stops them.
+	done <-chan struct{}
+}
+
+// stopped reports whether done is closed: the job in progress should stop
+// between items.
+func (p *pool) stopped() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func newPool(workers int) *pool {
@@ -50,6 +64,8 @@ func grow64(b []float64, n int) []float64 {
 // p.workers goroutines that take items in order from a shared counter; s is
 // the calling goroutine's scratch. Each item must write outputs no other item
 // writes, so the result does not depend on which goroutine runs which item.
+// Once p.done is closed no further item starts (the caller's op then
+// reports the interruption).
 func (p *pool) parallel(n int, fn func(s *scratch, item int)) {
 	p.parallelCost(n, math.MaxInt, fn)
 }
@@ -70,6 +86,9 @@ func (p *pool) parallelCost(n, cost int, fn func(s *scratch, item int)) {
 	if workers <= 1 {
 		s := p.scratch.Get().(*scratch)
 		for i := range n {
+			if p.stopped() {
+				break
+			}
 			fn(s, i)
 		}
 		p.scratch.Put(s)
@@ -82,7 +101,7 @@ func (p *pool) parallelCost(n, cost int, fn func(s *scratch, item int)) {
 			s := p.scratch.Get().(*scratch)
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= n {
+				if i >= n || p.stopped() {
 					break
 				}
 				fn(s, i)

@@ -127,6 +127,9 @@ func (c *Backend) SoftEmbed(out, logits backend.Buf, rows int, table backend.Wei
 		return err
 	}
 	soft := c.p.softEmbed(e, v[1][:rows*e.rows()], rows)
+	if err := c.interrupted("SoftEmbed"); err != nil {
+		return err
+	}
 	for i, s := range soft {
 		v[0][i] = s * scale
 	}
@@ -142,7 +145,7 @@ func (c *Backend) Attention(out, q, k, v backend.Buf, a backend.AttentionShape) 
 		return err
 	}
 	c.p.attend(b[0], b[1], b[2], b[3], a)
-	return nil
+	return c.interrupted("Attention")
 }
 
 func (c *Backend) MoE(out, u, x backend.Buf, rows int, w backend.MoEWeights) error {
@@ -170,8 +173,15 @@ func (c *Backend) MoE(out, u, x backend.Buf, rows int, w backend.MoEWeights) err
 		}
 	}
 	idx, wts := c.p.route(l, b[2][:rows*H], rows, gaps)
+	if err := c.interrupted("MoE"); err != nil {
+		return err // the routes of a stopped router product are not recorded
+	}
 	c.recordRoutes(idx, rows, w.TopK, gaps) // RecordRoutes (routes.go): an optional diagnostic output
-	copy(b[0], c.p.experts(l, b[1][:rows*H], rows, idx, wts))
+	y := c.p.experts(l, b[1][:rows*H], rows, idx, wts)
+	if err := c.interrupted("MoE"); err != nil {
+		return err
+	}
+	copy(b[0], y)
 	return nil
 }
 
@@ -184,6 +194,9 @@ func (c *Backend) Categorical(out, logits backend.Buf, rows, v int, us []float64
 		return err
 	}
 	for r := range rows {
+		if c.p.stopped() {
+			return c.interrupted("Categorical")
+		}
 		b[0][r] = float32(Categorical(b[1][r*v:(r+1)*v], us[r]))
 	}
 	return nil

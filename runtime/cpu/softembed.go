@@ -27,6 +27,9 @@ func (p *pool) softEmbed(e *matrix, scLogits []float32, C int) []float32 {
 		s.f32 = grow32(s.f32, rb*H)
 		s.f64 = grow64(s.f64, rb*H)
 		for v0 := 0; v0 < V; v0 += rb {
+			if p.stopped() {
+				return // the op reports the interruption
+			}
 			nb := min(rb, V-v0)
 			e.decode64(v0, nb, s.f32, s.f64)
 			for r := range n {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/runtime/model"
@@ -41,6 +42,26 @@ type Options struct {
 
 	// Trace, when not nil, is called after every denoising step.
 	Trace func(StepTrace)
+	// OnBlock, when not nil, is called after every committed block, before
+	// the next one is prefilled: a caller streams the reply with it.
+	OnBlock func(BlockCommit)
+}
+
+// BlockCommit describes one committed block (Options.OnBlock).
+type BlockCommit struct {
+	Block int // 0-based block index
+	// Tokens are the block's committed ids, as Generation.Tokens holds them
+	// (pad after the first EOS); the caller may keep them.
+	Tokens []int
+	Steps  int // the denoising steps the block took (every re-roll's)
+	// TotalSteps counts the steps of every block so far.
+	TotalSteps int
+	// Last is true when generation ends with this block; StopReason then
+	// says why ("eos" or "max_length").
+	Last       bool
+	StopReason string
+	// Elapsed is the time since Generate started.
+	Elapsed time.Duration
 }
 
 // StepTrace describes one executed denoising step.
@@ -55,6 +76,9 @@ type StepTrace struct {
 	// Argmax is the step's argmax canvas (C ids; the caller may keep it:
 	// every step has its own).
 	Argmax []int
+	// Elapsed is the time since Generate started (progress displays; it
+	// changes nothing).
+	Elapsed time.Duration
 }
 
 // Generation is the result of Generate.
@@ -84,8 +108,9 @@ const (
 // first prefills the previous committed block at the positions its canvas
 // had; the last block is never prefilled. gc nil means
 // DefaultConfig(). The loop checks ctx before every prefill and
-// every denoising step; when it is done, Generate returns the blocks
-// committed so far (StopReason "canceled") and ctx.Err().
+// every denoising step, and the Engine within them (between layers and
+// ops); when it is done, Generate returns the blocks committed so far
+// (StopReason "canceled") and an error wrapping ctx.Err().
 func Generate(ctx context.Context, e *model.Engine, prompt []int, gc *Config, o Options) (*Generation, error) {
 	return Run(ctx, e.Model().Config(), NewStepper(e), prompt, gc, o)
 }
@@ -99,6 +124,7 @@ type genRun struct {
 	rng   *genRNG
 	V     int
 	steps int
+	start time.Time // when Generate started (the traces' Elapsed)
 }
 
 // Run is Generate for any Stepper: the loop, the lengths, the RNG and the
@@ -143,7 +169,7 @@ func Run(ctx context.Context, cfg *layout.Config, s Stepper, prompt []int, gc *C
 	}
 	maxLength := P + maxNew
 
-	r := &genRun{ctx: ctx, s: s, gc: *gc, o: o, rng: newGenRNG(o.Seed), V: V}
+	r := &genRun{ctx: ctx, s: s, gc: *gc, o: o, rng: newGenRNG(o.Seed), V: V, start: time.Now()}
 	if o.MaxSteps > 0 {
 		r.gc.MaxDenoisingSteps = o.MaxSteps
 	}
@@ -156,12 +182,16 @@ func Run(ctx context.Context, cfg *layout.Config, s Stepper, prompt []int, gc *C
 	pending := prompt // the ids the next block prefills: the prompt, then the previous block
 	curLen := P       // prompt + committed tokens: the next canvas's first position
 	for b := 0; ; b++ {
-		if err := ctx.Err(); err != nil {
-			return r.canceled(g, err)
+		if ctx.Err() != nil {
+			return r.canceled(g, b)
 		}
-		if err := s.Prefill(pending); err != nil {
+		if err := s.Prefill(ctx, pending); err != nil {
+			if ctx.Err() != nil {
+				return r.canceled(g, b)
+			}
 			return nil, fmt.Errorf("generate: block %d prefill: %w", b, err)
 		}
+		before := r.steps
 		a, err := r.block(b, C)
 		if err == nil && b == 0 && o.EmptyReplyReroll {
 			for k := 1; k <= genRerollMax && genDegenerateStart(a, gc); k++ {
@@ -173,7 +203,7 @@ func Run(ctx context.Context, cfg *layout.Config, s Stepper, prompt []int, gc *C
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return r.canceled(g, ctx.Err())
+				return r.canceled(g, b)
 			}
 			return nil, err
 		}
@@ -189,21 +219,28 @@ func Run(ctx context.Context, cfg *layout.Config, s Stepper, prompt []int, gc *C
 		g.Steps = r.steps
 		curLen += len(a)
 		pending = a
-		if eos >= 0 {
+		switch {
+		case eos >= 0:
 			g.StopReason = StopEOS
-			return g, nil
-		}
-		if curLen >= maxLength {
+		case curLen >= maxLength:
 			g.StopReason = StopMaxLength
+		}
+		if o.OnBlock != nil {
+			o.OnBlock(BlockCommit{Block: b, Tokens: slices.Clone(a), Steps: r.steps - before, TotalSteps: r.steps,
+				Last: g.StopReason != "", StopReason: g.StopReason, Elapsed: time.Since(r.start)})
+		}
+		if g.StopReason != "" {
 			return g, nil
 		}
 	}
 }
 
-func (r *genRun) canceled(g *Generation, err error) (*Generation, error) {
+// canceled ends a Generate call that its context stopped while block b was
+// being made: the blocks committed before it and the error.
+func (r *genRun) canceled(g *Generation, b int) (*Generation, error) {
 	g.Steps = r.steps
 	g.StopReason = StopCanceled
-	return g, err
+	return g, fmt.Errorf("generate: interrupted in block %d after %d committed blocks: %w", b, g.Blocks, r.ctx.Err())
 }
 
 // block denoises one canvas of C positions (MODEL_SPEC §4.2, §4.3) against
@@ -236,7 +273,7 @@ func (r *genRun) block(b, C int) ([]int, error) {
 		// RNG: C categorical draws, then C uniform ids (transformers' order).
 		r.rng.uniforms(us)
 		draw := make([]int, C)
-		err := r.s.Step(canvas, sc, T, us, model.StepStats{Entropy: ent, Argmax: a, Draw: draw})
+		err := r.s.Step(r.ctx, canvas, sc, T, us, model.StepStats{Entropy: ent, Argmax: a, Draw: draw})
 		if err != nil {
 			return nil, fmt.Errorf("generate: block %d step %d: %w", b, k, err)
 		}
@@ -287,7 +324,7 @@ func (r *genRun) block(b, C int) ([]int, error) {
 		r.steps++
 		if r.o.Trace != nil {
 			r.o.Trace(StepTrace{Block: b, Step: k, Accepted: accepted, MeanEntropy: float64(mean),
-				Temperature: float64(T), Stable: stable, Stopped: stop, Argmax: a})
+				Temperature: float64(T), Stable: stable, Stopped: stop, Argmax: a, Elapsed: time.Since(r.start)})
 		}
 		if stop {
 			break

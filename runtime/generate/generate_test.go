@@ -46,14 +46,17 @@ func genNewFake(V, C int, logits func(f *genFake, c genFakeCall) []float32) *gen
 func (f *genFake) Start() error { f.prev = nil; return nil }
 func (f *genFake) Close()       { f.prev = nil }
 
-func (f *genFake) Prefill(ids []int) error {
+func (f *genFake) Prefill(ctx context.Context, ids []int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	f.prefills = append(f.prefills, genFakeCall{pos: f.n, ids: slices.Clone(ids)})
 	f.n += len(ids)
 	f.block++
 	return nil
 }
 
-func (f *genFake) Step(canvas []int, sc SC, T float32, us []float64, out model.StepStats) error {
+func (f *genFake) Step(ctx context.Context, canvas []int, sc SC, T float32, us []float64, out model.StepStats) error {
 	V, C := f.cfg.Text.VocabSize, len(canvas)
 	var scl []float32
 	switch sc {
@@ -72,6 +75,9 @@ func (f *genFake) Step(canvas []int, sc SC, T float32, us []float64, out model.S
 	c := genFakeCall{pos: f.n, ids: slices.Clone(canvas), sc: slices.Clone(scl), step: step}
 	f.denoises = append(f.denoises, c)
 	z := f.logits(f, c)
+	if ctx.Err() != nil { // an engine stops within the step
+		return fmt.Errorf("fake step: %w", ctx.Err())
+	}
 	if len(z) != C*V {
 		return fmt.Errorf("%d crafted logits, want %d×%d", len(z), C, V)
 	}
@@ -540,6 +546,90 @@ func TestGenerateCancel(t *testing.T) {
 	// Block 0 finished at step 2; block 1 was canceled after its first step.
 	if g.Blocks != 1 || len(g.Tokens) != C || g.Steps != 3 || len(f.denoises) != 3 {
 		t.Errorf("canceled run: %+v, %d denoise calls", g, len(f.denoises))
+	}
+}
+
+// A cancellation that the stepper sees inside a step (as the Engine does,
+// between layers and ops) ends Generate with the committed blocks and an
+// error that wraps context.Canceled.
+func TestGenerateCancelInsideStep(t *testing.T) {
+	const V, C = 16, 4
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	f := genNewFake(V, C, func(*genFake, genFakeCall) []float32 {
+		if calls++; calls == 4 { // block 0 takes 2 steps: the 2nd step of block 1
+			cancel()
+		}
+		return genPeaks(V, []int{4, 5, 6, 7}, 30)
+	})
+	var blocks []BlockCommit
+	g, err := Run(ctx, &f.cfg, f, []int{2}, DefaultConfig(), Options{MaxNewTokens: 3 * C, OnBlock: func(b BlockCommit) { blocks = append(blocks, b) }})
+	if !errors.Is(err, context.Canceled) || g == nil {
+		t.Fatalf("got %+v, %v", g, err)
+	}
+	if g.StopReason != StopCanceled || g.Blocks != 1 || len(g.Tokens) != C || len(blocks) != 1 || blocks[0].Last {
+		t.Errorf("canceled in block 1: %+v, blocks %+v", g, blocks)
+	}
+}
+
+// OnBlock sees every committed block once, in order, with the tokens
+// Generation.Tokens holds, each block's steps and the last block marked;
+// setting it changes nothing else.
+func TestGenerateOnBlock(t *testing.T) {
+	const V, C = 16, 4
+	logits := func(_ *genFake, c genFakeCall) []float32 {
+		ids := []int{4 + c.pos%5, 5, 6, 7}
+		if c.pos > 10 {
+			ids[2] = 1 // an EOS id in the third block
+		}
+		return genPeaks(V, ids, 30)
+	}
+	prompt := []int{2, 3, 9}
+	cases := []struct {
+		name   string
+		o      Options
+		blocks int
+		stop   string
+	}{
+		{"eos", Options{Seed: 3, MaxNewTokens: 5 * C}, 3, StopEOS},
+		{"max length", Options{Seed: 3, MaxNewTokens: 2 * C}, 2, StopMaxLength},
+		{"one block", Options{Seed: 3, MaxNewTokens: 1}, 1, StopMaxLength},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wf := genNewFake(V, C, logits)
+			want, err := Run(context.Background(), &wf.cfg, wf, prompt, DefaultConfig(), tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []BlockCommit
+			o := tc.o
+			o.OnBlock = func(b BlockCommit) { got = append(got, b) }
+			f := genNewFake(V, C, logits)
+			g, err := Run(context.Background(), &f.cfg, f, prompt, DefaultConfig(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(g.Tokens, want.Tokens) || g.Steps != want.Steps || g.StopReason != tc.stop || len(got) != tc.blocks || g.Blocks != tc.blocks {
+				t.Fatalf("with OnBlock: %+v (%d calls), without: %+v", g, len(got), want)
+			}
+			var tokens []int
+			steps := 0
+			for i, b := range got {
+				if b.Block != i || b.Last != (i == len(got)-1) || (b.Last && b.StopReason != tc.stop) || (!b.Last && b.StopReason != "") {
+					t.Errorf("block %d: %+v", i, b)
+				}
+				steps += b.Steps
+				if b.TotalSteps != steps {
+					t.Errorf("block %d: total steps %d, want %d", i, b.TotalSteps, steps)
+				}
+				tokens = append(tokens, b.Tokens...)
+			}
+			if !slices.Equal(tokens, g.Tokens) || steps != g.Steps {
+				t.Errorf("blocks give %v in %d steps, the generation %v in %d", tokens, steps, g.Tokens, g.Steps)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,8 @@
 package generate
 
 import (
+	"context"
+
 	"github.com/dgq-dev/dgq/runtime/model"
 )
 
@@ -23,11 +25,14 @@ type Stepper interface {
 	Start() error
 	Close()
 	// Prefill appends ids to the sequence's cache.
-	Prefill(ids []int) error
+	Prefill(ctx context.Context, ids []int) error
 	// Step denoises canvas conditioned per sc, tempers the logits by T
 	// (kept for the next step's SCPrev), and writes each position's
 	// entropy, argmax and categorical draw with the uniform us[i] to out.
-	Step(canvas []int, sc SC, T float32, us []float64, out model.StepStats) error
+	//
+	// Both stop early when ctx is done, returning an error that wraps
+	// ctx.Err() (the Engine's checks: model.Engine.Prefill).
+	Step(ctx context.Context, canvas []int, sc SC, T float32, us []float64, out model.StepStats) error
 }
 
 // NewStepper returns the Stepper of one sequence on an Engine: the forward
@@ -52,13 +57,15 @@ func (s *engineStepper) Close() {
 	}
 }
 
-func (s *engineStepper) Prefill(ids []int) error { return s.e.Prefill(s.cache, ids, nil) }
+func (s *engineStepper) Prefill(ctx context.Context, ids []int) error {
+	return s.e.Prefill(ctx, s.cache, ids, nil)
+}
 
-func (s *engineStepper) Step(canvas []int, sc SC, T float32, us []float64, out model.StepStats) error {
+func (s *engineStepper) Step(ctx context.Context, canvas []int, sc SC, T float32, us []float64, out model.StepStats) error {
 	if sc == SCOneHot {
 		if err := s.e.SetLogits(genOneHotSC(canvas, s.e.Model().Vocab())); err != nil {
 			return err
 		}
 	}
-	return s.e.Step(s.cache, canvas, sc != SCNone, T, us, out)
+	return s.e.Step(ctx, s.cache, canvas, sc != SCNone, T, us, out)
 }

@@ -18,13 +18,13 @@ func BenchmarkDenoiseTiny(b *testing.B) {
 	for i := range canvas {
 		canvas[i] = 5 + i*11
 	}
-	if err := e.Prefill(c, prompt, nil); err != nil {
+	if err := e.Prefill(b.Context(), c, prompt, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := e.Denoise(c, canvas, nil, nil); err != nil {
+		if _, err := e.Denoise(b.Context(), c, canvas, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

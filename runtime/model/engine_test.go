@@ -47,7 +47,7 @@ func scenario(t testing.TB, e *Engine, ids map[string][]int, chunks []int) [][]f
 	H := e.Model().Hidden()
 	prefill := func(ids []int) []float32 {
 		h := make([]float32, len(ids)*H)
-		if err := e.Prefill(c, ids, h); err != nil {
+		if err := e.Prefill(t.Context(), c, ids, h); err != nil {
 			t.Fatal(err)
 		}
 		return h
@@ -64,7 +64,7 @@ func scenario(t testing.TB, e *Engine, ids map[string][]int, chunks []int) [][]f
 	}
 	out = append(out, hidden)
 	var hs [][]float32
-	l1, err := e.Denoise(c, ids["canvas1_ids"], nil, &hs)
+	l1, err := e.Denoise(t.Context(), c, ids["canvas1_ids"], nil, &hs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,12 +74,12 @@ func scenario(t testing.TB, e *Engine, ids map[string][]int, chunks []int) [][]f
 	for i, z := range l1 {
 		sc[i] = z / 0.8
 	}
-	l2, err := e.Denoise(c, ids["canvas2_ids"], sc, nil)
+	l2, err := e.Denoise(t.Context(), c, ids["canvas2_ids"], sc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b1 := prefill(ids["block1_ids"])
-	l3, err := e.Denoise(c, ids["canvas3_ids"], nil, nil)
+	l3, err := e.Denoise(t.Context(), c, ids["canvas3_ids"], nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func prefilled(t *testing.T) (*Model, *Engine, *Cache, map[string][]int) {
 	ids := fixture.RefIDs(t, "tiny")
 	c := e.NewCache()
 	t.Cleanup(func() { c.Free() })
-	if err := e.Prefill(c, ids["prompt_ids"], nil); err != nil {
+	if err := e.Prefill(t.Context(), c, ids["prompt_ids"], nil); err != nil {
 		t.Fatal(err)
 	}
 	return m, e, c, ids
@@ -160,7 +160,7 @@ func TestCacheSemantics(t *testing.T) {
 	if c.Len() != 0 {
 		t.Fatalf("new cache Len = %d", c.Len())
 	}
-	if err := e.Prefill(c, ids["prompt_ids"], nil); err != nil {
+	if err := e.Prefill(t.Context(), c, ids["prompt_ids"], nil); err != nil {
 		t.Fatal(err)
 	}
 	P := len(ids["prompt_ids"])
@@ -182,7 +182,7 @@ func TestCacheSemantics(t *testing.T) {
 		return out
 	}
 	before := rows()
-	a, err := e.Denoise(c, ids["canvas1_ids"], nil, nil)
+	a, err := e.Denoise(t.Context(), c, ids["canvas1_ids"], nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestCacheSemantics(t *testing.T) {
 			t.Errorf("Denoise changed cache buffer %d's prefix rows", i)
 		}
 	}
-	b, err := e.Denoise(c, ids["canvas1_ids"], nil, nil)
+	b, err := e.Denoise(t.Context(), c, ids["canvas1_ids"], nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,14 +215,14 @@ func TestInputErrors(t *testing.T) {
 		err  error
 		run  func() error
 	}{
-		{"empty prefill", ErrInput, func() error { return e.Prefill(c, nil, nil) }},
-		{"id too large", ErrInput, func() error { return e.Prefill(c, []int{2, V}, nil) }},
-		{"hidden size", ErrInput, func() error { return e.Prefill(c, []int{2}, make([]float32, 3)) }},
-		{"negative id", ErrInput, func() error { _, err := e.Denoise(c, []int{-1}, nil, nil); return err }},
-		{"sc size", ErrInput, func() error { _, err := e.Denoise(c, []int{1, 2}, make([]float32, V), nil); return err }},
-		{"foreign cache", ErrCache, func() error { return e.Prefill(other.NewCache(), []int{2}, nil) }},
-		{"nil cache", ErrCache, func() error { _, err := e.Denoise(nil, []int{2}, nil, nil); return err }},
-		{"step outputs", ErrInput, func() error { return e.Step(c, []int{2, 3}, false, 1, []float64{0.5}, StepStats{}) }},
+		{"empty prefill", ErrInput, func() error { return e.Prefill(t.Context(), c, nil, nil) }},
+		{"id too large", ErrInput, func() error { return e.Prefill(t.Context(), c, []int{2, V}, nil) }},
+		{"hidden size", ErrInput, func() error { return e.Prefill(t.Context(), c, []int{2}, make([]float32, 3)) }},
+		{"negative id", ErrInput, func() error { _, err := e.Denoise(t.Context(), c, []int{-1}, nil, nil); return err }},
+		{"sc size", ErrInput, func() error { _, err := e.Denoise(t.Context(), c, []int{1, 2}, make([]float32, V), nil); return err }},
+		{"foreign cache", ErrCache, func() error { return e.Prefill(t.Context(), other.NewCache(), []int{2}, nil) }},
+		{"nil cache", ErrCache, func() error { _, err := e.Denoise(t.Context(), nil, []int{2}, nil, nil); return err }},
+		{"step outputs", ErrInput, func() error { return e.Step(t.Context(), c, []int{2, 3}, false, 1, []float64{0.5}, StepStats{}) }},
 		{"logits rows", ErrInput, func() error { return e.SetLogits(make([]float32, V+1)) }},
 	}
 	for _, tc := range cases {
@@ -241,7 +241,7 @@ func TestDenoiseHidden(t *testing.T) {
 	m, e, c, ids := prefilled(t)
 	var hs [][]float32
 	canvas := ids["canvas1_ids"]
-	if _, err := e.Denoise(c, canvas, nil, &hs); err != nil {
+	if _, err := e.Denoise(t.Context(), c, canvas, nil, &hs); err != nil {
 		t.Fatal(err)
 	}
 	L, H := m.Layers(), m.Hidden()
@@ -277,7 +277,7 @@ func TestStep(t *testing.T) {
 	}
 	out := StepStats{Entropy: make([]float32, C), Argmax: make([]int, C), Draw: make([]int, C)}
 	step := func(selfCond bool, T float32) []float32 {
-		if err := e.Step(c, canvas, selfCond, T, us, out); err != nil {
+		if err := e.Step(t.Context(), c, canvas, selfCond, T, us, out); err != nil {
 			t.Fatal(err)
 		}
 		z := make([]float32, C*V)
@@ -288,7 +288,7 @@ func TestStep(t *testing.T) {
 	}
 	const T = 0.8
 	z := step(false, T)
-	raw, err := e.Denoise(c, canvas, nil, nil)
+	raw, err := e.Denoise(t.Context(), c, canvas, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := step(true, 1)
-	want, err := e.Denoise(c, canvas, z, nil)
+	want, err := e.Denoise(t.Context(), c, canvas, z, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestPrefillImageTokenIsPad(t *testing.T) {
 		c := e.NewCache()
 		defer c.Free()
 		h := make([]float32, len(ids)*m.Hidden())
-		if err := e.Prefill(c, ids, h); err != nil {
+		if err := e.Prefill(t.Context(), c, ids, h); err != nil {
 			t.Fatal(err)
 		}
 		return h

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -147,7 +148,55 @@ func (e *Engine) uploadIDs(ids []int) (backend.Buf, error) {
 // does for a text-only pass. Prefilling in several chunks gives the same
 // cache as one call. When hidden is not nil it receives the
 // final-normed hidden states ([len(ids)][H]).
-func (e *Engine) Prefill(c *Cache, ids []int, hidden []float32) error {
+//
+// ctx is checked between layers and ops (and lent to a Cancelable backend,
+// whose long ops check it too); when it is done the call returns an error
+// wrapping ctx.Err() and the cache is as it was before the call.
+func (e *Engine) Prefill(ctx context.Context, c *Cache, ids []int, hidden []float32) error {
+	return e.run(ctx, "prefill", func() error { return e.prefill(ctx, c, ids, hidden) })
+}
+
+// run brackets one forward call (Prefill, Denoise, Step): it refuses a done
+// ctx, lends ctx to a Cancelable backend for the span of the call, and when
+// ctx ends the call it waits for the work the backend queued (so every
+// buffer may be freed at once) and returns an error wrapping
+// ctx.Err() in place of whatever the interrupted call returned.
+func (e *Engine) run(ctx context.Context, what string, f func() error) error {
+	if ctx.Err() != nil {
+		return interruptedErr(ctx, what)
+	}
+	if cb, ok := e.b.(backend.Cancelable); ok {
+		cb.SetContext(ctx)
+		defer cb.SetContext(nil)
+	}
+	err := f()
+	if err != nil && ctx.Err() != nil {
+		return errors.Join(interruptedErr(ctx, what), e.b.Sync())
+	}
+	return err
+}
+
+// interruptedErr is the error of a forward call that ctx ended.
+func interruptedErr(ctx context.Context, what string) error {
+	return fmt.Errorf("model: engine: %s interrupted: %w", what, ctx.Err())
+}
+
+// ops runs ops in order, checking ctx before each: on an asynchronous
+// backend a cancellation then queues no more work; on the CPU backend each
+// op also checks it as it goes.
+func ops(ctx context.Context, fs ...func() error) error {
+	for _, f := range fs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) prefill(ctx context.Context, c *Cache, ids []int, hidden []float32) error {
 	if err := e.checkCache(c); err != nil {
 		return err
 	}
@@ -167,7 +216,10 @@ func (e *Engine) Prefill(c *Cache, ids []int, hidden []float32) error {
 		return err
 	}
 	for i := range e.enc {
-		if err := e.layerForward(&e.enc[i], x, S, c.n, c, i, true); err != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := e.layerForward(ctx, &e.enc[i], x, S, c.n, c, i, true); err != nil {
 			return fmt.Errorf("model: engine: prefill layer %d: %w", i, err)
 		}
 	}
@@ -198,8 +250,9 @@ func (e *Engine) embedIDs(table backend.Weight, ids []int) (backend.Buf, error) 
 // soft-capped logits [len(canvas)][V] in e.s.logits. sc is nil (no
 // self-conditioning) or a buffer of [len(canvas)][V] logits; it may be
 // e.s.logits itself. record, when not nil, is called with the residual
-// buffer at each point Denoise records a hidden state.
-func (e *Engine) denoise(c *Cache, canvas []int, sc backend.Buf, record func(backend.Buf) error) error {
+// buffer at each point Denoise records a hidden state. ctx is checked
+// between layers and ops.
+func (e *Engine) denoise(ctx context.Context, c *Cache, canvas []int, sc backend.Buf, record func(backend.Buf) error) error {
 	if err := e.checkCache(c); err != nil {
 		return err
 	}
@@ -215,7 +268,7 @@ func (e *Engine) denoise(c *Cache, canvas []int, sc backend.Buf, record func(bac
 		return err
 	}
 	if sc != nil {
-		g, err := e.selfCondition(sc, C)
+		g, err := e.selfCondition(ctx, sc, C)
 		if err != nil {
 			return err
 		}
@@ -236,7 +289,10 @@ func (e *Engine) denoise(c *Cache, canvas []int, sc backend.Buf, record func(bac
 		return err
 	}
 	for i := range e.dec {
-		if err := e.layerForward(&e.dec[i], x, C, c.n, c, i, false); err != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := e.layerForward(ctx, &e.dec[i], x, C, c.n, c, i, false); err != nil {
 			return fmt.Errorf("model: engine: denoise layer %d: %w", i, err)
 		}
 		if i < len(e.dec)-1 {
@@ -255,35 +311,36 @@ func (e *Engine) denoise(c *Cache, canvas []int, sc backend.Buf, record func(bac
 	if err != nil {
 		return err
 	}
-	if err := e.b.MatMulNT(logits, x, e.lmHead, C); err != nil {
-		return err
-	}
-	if e.m.softcap > 0 {
-		return e.b.Softcap(logits, C*V, e.m.softcap)
-	}
-	return nil
+	return ops(ctx,
+		func() error { return e.b.MatMulNT(logits, x, e.lmHead, C) },
+		func() error {
+			if e.m.softcap > 0 {
+				return e.b.Softcap(logits, C*V, e.m.softcap)
+			}
+			return nil
+		})
 }
 
 // selfCondition computes the self-conditioning MLP's output from the SC
 // logits (MODEL_SPEC §3.9 step 2: P = softmax(ℓ_sc), the soft embedding
 // (P·E)·s, pre_norm, then the SC MLP) into e.s.h2.
-func (e *Engine) selfCondition(sc backend.Buf, C int) (backend.Buf, error) {
+func (e *Engine) selfCondition(ctx context.Context, sc backend.Buf, C int) (backend.Buf, error) {
 	H, I := e.m.hidden, e.m.scGate.rows
 	soft, err := e.s.get(&e.s.soft, C*H)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.b.SoftEmbed(soft, sc, C, e.embed, e.m.embedScale); err != nil {
+	err = ops(ctx,
+		func() error { return e.b.SoftEmbed(soft, sc, C, e.embed, e.m.embedScale) },
+		func() error { return e.b.RMSNorm(soft, soft, e.scPreNorm, C, H, e.m.eps) })
+	if err != nil {
 		return nil, err
 	}
-	if err := e.b.RMSNorm(soft, soft, e.scPreNorm, C, H, e.m.eps); err != nil {
-		return nil, err
-	}
-	return e.mlp(e.scGate, e.scUp, e.scDown, soft, C, I, &e.s.h2)
+	return e.mlp(ctx, e.scGate, e.scUp, e.scDown, soft, C, I, &e.s.h2)
 }
 
 // mlp is down(gelu(gate(x))·up(x)) into *out ([S][H]).
-func (e *Engine) mlp(gate, up, down backend.Weight, x backend.Buf, S, I int, out *backend.Buf) (backend.Buf, error) {
+func (e *Engine) mlp(ctx context.Context, gate, up, down backend.Weight, x backend.Buf, S, I int, out *backend.Buf) (backend.Buf, error) {
 	g, err := e.s.get(&e.s.g, S*I)
 	if err != nil {
 		return nil, err
@@ -296,15 +353,13 @@ func (e *Engine) mlp(gate, up, down backend.Weight, x backend.Buf, S, I int, out
 	if err != nil {
 		return nil, err
 	}
-	for _, op := range []func() error{
+	err = ops(ctx,
 		func() error { return e.b.MatMulNT(g, x, gate, S) },
 		func() error { return e.b.MatMulNT(u, x, up, S) },
 		func() error { return e.b.GeluMul(g, u, S*I) },
-		func() error { return e.b.MatMulNT(y, g, down, S) },
-	} {
-		if err := op(); err != nil {
-			return nil, err
-		}
+		func() error { return e.b.MatMulNT(y, g, down, S) })
+	if err != nil {
+		return nil, err
 	}
 	return y, nil
 }
@@ -313,7 +368,7 @@ func (e *Engine) mlp(gate, up, down backend.Weight, x backend.Buf, S, I int, out
 // (MODEL_SPEC §3.2) for S tokens at positions pos0…; layer li's K/V are
 // written to the cache rows pos0… (the encoder's then count, c.n moves in
 // Prefill; the decoder's are scratch).
-func (e *Engine) layerForward(el *engLayer, x backend.Buf, S, pos0 int, c *Cache, li int, encoder bool) error {
+func (e *Engine) layerForward(ctx context.Context, el *engLayer, x backend.Buf, S, pos0 int, c *Cache, li int, encoder bool) error {
 	H, eps, b := e.m.hidden, e.m.eps, e.b
 	l := el.l
 	a, err := e.s.get(&e.s.a, S*H)
@@ -323,52 +378,38 @@ func (e *Engine) layerForward(el *engLayer, x backend.Buf, S, pos0 int, c *Cache
 	if err := b.RMSNorm(a, x, el.inNorm, S, H, eps); err != nil {
 		return err
 	}
-	o, err := e.attention(el, a, S, pos0, c, li, encoder)
+	o, err := e.attention(ctx, el, a, S, pos0, c, li, encoder)
 	if err != nil {
 		return err
 	}
-	if err := b.RMSNorm(o, o, el.postAttnNorm, S, H, eps); err != nil {
-		return err
-	}
-	if err := b.AddScale(x, o, S*H, 1); err != nil {
-		return err
-	}
-	if err := b.RMSNorm(a, x, el.preFFNorm, S, H, eps); err != nil {
-		return err
-	}
-	h1, err := e.mlp(el.gate, el.up, el.down, a, S, l.gate.rows, &e.s.h1)
+	err = ops(ctx,
+		func() error { return b.RMSNorm(o, o, el.postAttnNorm, S, H, eps) },
+		func() error { return b.AddScale(x, o, S*H, 1) },
+		func() error { return b.RMSNorm(a, x, el.preFFNorm, S, H, eps) })
 	if err != nil {
 		return err
 	}
-	if err := b.RMSNorm(h1, h1, el.postFFNorm1, S, H, eps); err != nil {
-		return err
-	}
-	if err := b.RMSNorm(a, x, el.preFFNorm2, S, H, eps); err != nil {
+	h1, err := e.mlp(ctx, el.gate, el.up, el.down, a, S, l.gate.rows, &e.s.h1)
+	if err != nil {
 		return err
 	}
 	h2, err := e.s.get(&e.s.h2, S*H)
 	if err != nil {
 		return err
 	}
-	if err := b.MoE(h2, a, x, S, el.moe); err != nil {
-		return err
-	}
-	for _, op := range []func() error{
+	return ops(ctx,
+		func() error { return b.RMSNorm(h1, h1, el.postFFNorm1, S, H, eps) },
+		func() error { return b.RMSNorm(a, x, el.preFFNorm2, S, H, eps) },
+		func() error { return b.MoE(h2, a, x, S, el.moe) },
 		func() error { return b.RMSNorm(h2, h2, el.postFFNorm2, S, H, eps) },
 		func() error { return b.AddScale(h1, h2, S*H, 1) },
 		func() error { return b.RMSNorm(h1, h1, el.postFFNorm, S, H, eps) },
-		func() error { return b.AddScale(x, h1, S*H, l.scalar) },
-	} {
-		if err := op(); err != nil {
-			return err
-		}
-	}
-	return nil
+		func() error { return b.AddScale(x, h1, S*H, l.scalar) })
 }
 
 // attention runs the attention block (MODEL_SPEC §3.3) on the normed input
 // a and returns o_proj's output in e.s.o.
-func (e *Engine) attention(el *engLayer, a backend.Buf, S, pos0 int, c *Cache, li int, encoder bool) (backend.Buf, error) {
+func (e *Engine) attention(ctx context.Context, el *engLayer, a backend.Buf, S, pos0 int, c *Cache, li int, encoder bool) (backend.Buf, error) {
 	l, b, eps := el.l, e.b, e.m.eps
 	nq, nkv, hd := e.m.heads, l.nkv, l.hd
 	qw, kw := nq*hd, nkv*hd
@@ -392,7 +433,7 @@ func (e *Engine) attention(el *engLayer, a backend.Buf, S, pos0 int, c *Cache, l
 	if err != nil {
 		return nil, err
 	}
-	ops := []func() error{
+	err = ops(ctx,
 		func() error { return b.MatMulNT(q, a, el.q, S) },
 		func() error { return b.MatMulNT(k, a, el.k, S) },
 		func() error {
@@ -423,12 +464,9 @@ func (e *Engine) attention(el *engLayer, a backend.Buf, S, pos0 int, c *Cache, l
 			}
 			return b.Attention(att, q, c.k[li], c.v[li], sh)
 		},
-		func() error { return b.MatMulNT(o, att, el.o, S) },
-	}
-	for _, op := range ops {
-		if err := op(); err != nil {
-			return nil, err
-		}
+		func() error { return b.MatMulNT(o, att, el.o, S) })
+	if err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -443,8 +481,22 @@ func (e *Engine) attention(el *engLayer, a backend.Buf, S, pos0 int, c *Cache, l
 // is not nil, it appends L+1 copies of the residual stream ([len(canvas)][H]
 // each): the decoder input after self-conditioning, the output of layers
 // 1…L−1, and the final-normed output of layer L (transformers'
-// hidden_states).
-func (e *Engine) Denoise(c *Cache, canvas []int, scLogits []float32, hidden *[][]float32) ([]float32, error) {
+// hidden_states). ctx is checked as Prefill checks it.
+func (e *Engine) Denoise(ctx context.Context, c *Cache, canvas []int, scLogits []float32, hidden *[][]float32) ([]float32, error) {
+	var logits []float32
+	err := e.run(ctx, "denoise", func() error {
+		var err error
+		logits, err = e.denoiseHost(ctx, c, canvas, scLogits, hidden)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return logits, nil
+}
+
+// denoiseHost is Denoise within run.
+func (e *Engine) denoiseHost(ctx context.Context, c *Cache, canvas []int, scLogits []float32, hidden *[][]float32) ([]float32, error) {
 	C, H, V := len(canvas), e.m.hidden, e.m.vocab
 	var sc backend.Buf
 	if scLogits != nil {
@@ -471,7 +523,7 @@ func (e *Engine) Denoise(c *Cache, canvas []int, scLogits []float32, hidden *[][
 			return nil
 		}
 	}
-	if err := e.denoise(c, canvas, sc, record); err != nil {
+	if err := e.denoise(ctx, c, canvas, sc, record); err != nil {
 		return nil, err
 	}
 	logits := make([]float32, C*V)

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -21,8 +22,12 @@ type StepStats struct {
 // tempered logits, or what SetLogits put there); the logits tempered by T in
 // place, where they stay for the next step; and per position the entropy,
 // the argmax and the draw with the uniform us[i]. Only the statistics come
-// back to the host.
-func (e *Engine) Step(c *Cache, canvas []int, selfCond bool, T float32, us []float64, out StepStats) error {
+// back to the host. ctx is checked as Prefill checks it.
+func (e *Engine) Step(ctx context.Context, c *Cache, canvas []int, selfCond bool, T float32, us []float64, out StepStats) error {
+	return e.run(ctx, "step", func() error { return e.step(ctx, c, canvas, selfCond, T, us, out) })
+}
+
+func (e *Engine) step(ctx context.Context, c *Cache, canvas []int, selfCond bool, T float32, us []float64, out StepStats) error {
 	C, V := len(canvas), e.m.vocab
 	if len(us) < C || len(out.Entropy) < C || len(out.Argmax) < C || len(out.Draw) < C {
 		return inputErr("step of %d positions: %d uniforms, outputs of %d, %d and %d", C, len(us),
@@ -35,7 +40,7 @@ func (e *Engine) Step(c *Cache, canvas []int, selfCond bool, T float32, us []flo
 	if !selfCond {
 		sc = nil
 	}
-	if err := e.denoise(c, canvas, sc, nil); err != nil {
+	if err := e.denoise(ctx, c, canvas, sc, nil); err != nil {
 		return err
 	}
 	logits := e.s.logits
@@ -52,15 +57,13 @@ func (e *Engine) Step(c *Cache, canvas []int, selfCond bool, T float32, us []flo
 		return err
 	}
 	b := e.b
-	for _, op := range []func() error{
+	err = ops(ctx,
 		func() error { return b.Temper(logits, C*V, T) },
 		func() error { return b.RowStats(logits, C, V, 1, ent, amax) },
 		func() error { return b.Categorical(draw, logits, C, V, us[:C]) },
-		func() error { return b.Download(ent, out.Entropy[:C]) },
-	} {
-		if err := op(); err != nil {
-			return err
-		}
+		func() error { return b.Download(ent, out.Entropy[:C]) })
+	if err != nil {
+		return err
 	}
 	host := make([]float32, C)
 	for _, r := range []struct {

@@ -132,7 +132,9 @@ func (r *runner) arithmetic(ctx context.Context) (Part, error) {
 // ParityResult is one pack's parity run.
 type ParityResult struct {
 	Profile string `json:"profile"`
-	Pass    bool   `json:"pass"`
+	// Pass is true for a judged pass, false for a failure, nil (null) when
+	// the run had no verdict.
+	Pass *bool `json:"pass"`
 	// Judged: the pack was held to the reference's bounds (its weights are
 	// the reference's); NoVerdict says why not. A GPU backend's run is
 	// also held to the CPU backend's (VsCPU).
@@ -151,7 +153,10 @@ type ParityCase struct {
 	Tolerance *float64 `json:"tolerance,omitempty"`
 	// VsCPU is absent on the CPU backend and when not finite.
 	VsCPU *float64 `json:"max_abs_vs_cpu,omitempty"`
-	Pass  bool     `json:"pass"`
+	// Pass is nil (null) when the case was held to no bound (Judged false:
+	// check.ParityCase.Judged).
+	Pass   *bool `json:"pass"`
+	Judged bool  `json:"judged"`
 }
 
 // parityProfiles are the packs the parity part quantizes: the bf16 pack
@@ -185,12 +190,12 @@ func (r *runner) parity(ctx context.Context) (Part, error) {
 			return p, err
 		}
 		p.Parity = append(p.Parity, *res)
-		p.Pass = p.Pass && res.Pass
+		p.Pass = p.Pass && res.Pass != nil && *res.Pass
 		for _, c := range res.Cases {
 			if c.VsCPU != nil {
 				worst = math.Max(worst, *c.VsCPU)
 			}
-			if !c.Pass {
+			if c.Pass != nil && !*c.Pass {
 				errText := "not finite"
 				if c.MaxAbsErr != nil {
 					errText = fmt.Sprintf("%.3g", *c.MaxAbsErr)
@@ -199,9 +204,12 @@ func (r *runner) parity(ctx context.Context) (Part, error) {
 			}
 		}
 		if !verdict {
-			p.Failures = append(p.Failures, fmt.Sprintf("%s pack: no verdict: %s", profile, res.NoVerdict))
+			p.NoVerdict = strings.TrimPrefix(p.NoVerdict+"; ", "; ") + fmt.Sprintf("%s pack: %s", profile, res.NoVerdict)
 		}
 		r.progress.Add(1)
+	}
+	if len(p.Failures) > 0 {
+		p.NoVerdict = "" // a failure is a verdict
 	}
 	p.Summary = fmt.Sprintf("%s of the embedded checkpoint against transformers' reference", plural(len(profiles), "pack")+" ("+strings.Join(profiles, ", ")+")")
 	switch {
@@ -223,16 +231,25 @@ func (r *runner) parityOf(ctx context.Context, profile string, bounds check.Boun
 		return nil, false, err
 	}
 	defer done()
-	rep, err := check.Parity(e, r.ref, bounds)
+	rep, err := check.Parity(ctx, e, r.ref, bounds)
 	if err != nil {
 		return nil, false, err
 	}
 	res = &ParityResult{Profile: profile, Judged: rep.Judged, NoVerdict: rep.NoVerdict, Anchor: rep.Anchor}
 	vsCPU := r.b.Name() != "cpu" && !math.IsInf(bounds.VsCPU, 1)
 	verdict = rep.Judged || vsCPU && profile != "bf16"
-	res.Pass = rep.Pass && verdict
+	failed := rep.Verdict && !rep.Pass
+	if verdict || failed {
+		pass := rep.Pass && verdict
+		res.Pass = &pass
+	}
+	verdict = verdict || failed
 	for _, c := range rep.Cases {
-		pc := ParityCase{Name: c.Name, MaxAbsErr: finite(c.MaxAbsErr), Tolerance: finite(c.Tolerance), Pass: c.Pass}
+		pc := ParityCase{Name: c.Name, MaxAbsErr: finite(c.MaxAbsErr), Tolerance: finite(c.Tolerance), Judged: c.Judged}
+		if c.Judged {
+			pass := c.Pass
+			pc.Pass = &pass
+		}
 		if c.VsCPU >= 0 {
 			pc.VsCPU = finite(c.VsCPU)
 		}
@@ -282,11 +299,10 @@ func (r *runner) lockstep(ctx context.Context) (Part, error) {
 		return p, err
 	}
 	defer done()
-	tol, err := r.lockstepTol(e)
+	tol, err := r.lockstepTol(ctx, e)
 	if err != nil {
-		p.Pass = false
-		p.Failures = append(p.Failures, oneLine(err.Error()))
-		p.Summary = "no verdict"
+		p.Pass, p.NoVerdict = false, oneLine(err.Error())
+		p.Summary = "no verdict: " + p.NoVerdict
 		return p, nil
 	}
 	r.progress.Start("lockstep", int64(len(runs)))
@@ -320,13 +336,13 @@ func (r *runner) lockstep(ctx context.Context) (Part, error) {
 // (check.LockstepF32), or bf16's, derived from transformers' bfloat16
 // results on the embedded checkpoint through the bf16 pack's parity in
 // bf16 precision (check.LockstepBF16).
-func (r *runner) lockstepTol(e *model.Engine) (check.LockstepTol, error) {
+func (r *runner) lockstepTol(ctx context.Context, e *model.Engine) (check.LockstepTol, error) {
 	if r.o.Precision == backend.F32 {
 		return check.LockstepF32(), nil
 	}
 	b := check.DefaultBounds()
 	b.VsCPU, b.BF16 = check.VsCPUBF16, true
-	rep, err := check.Parity(e, r.ref, b)
+	rep, err := check.Parity(ctx, e, r.ref, b)
 	if err != nil {
 		return check.LockstepTol{}, err
 	}

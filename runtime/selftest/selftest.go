@@ -2,6 +2,7 @@ package selftest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/dgq/limits"
 	"github.com/dgq-dev/dgq/dgq/testmodel"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/model"
@@ -30,7 +32,8 @@ type Options struct {
 	// conformance suite's small shapes (conformance.Options.Small), the
 	// bf16 pack's parity only, one generation in lockstep.
 	Quick bool
-	// Workers is the CPU backend's goroutines (0: all cores).
+	// Workers is the CPU backend's goroutines (0: all cores; at most
+	// limits.WorkerCap, negative refused).
 	Workers int
 	// TempDir is where the work directory (the embedded checkpoint, its
 	// packs) is made and removed; "" is os.TempDir().
@@ -43,7 +46,9 @@ type Options struct {
 // Report is what Run found: the JSON a user sends back (dgq selftest
 // --json).
 type Report struct {
-	// Pass is true when every part passed.
+	// Pass is true when parts ran and every part passed (each with a
+	// verdict). Its JSON is null, with "judged" false, when there is no
+	// verdict (Judged).
 	Pass        bool        `json:"pass"`
 	Backend     BackendInfo `json:"backend"`
 	Environment Environment `json:"environment"`
@@ -74,13 +79,18 @@ type BackendInfo struct {
 type Part struct {
 	// Name is "conformance", "kernels", "arithmetic", "parity" or
 	// "lockstep".
-	Name           string  `json:"name"`
+	Name string `json:"name"`
+	// Pass is true only for a part that gave a verdict and passed; its JSON
+	// is null, with "judged" false, when the part gave none (NoVerdict).
 	Pass           bool    `json:"pass"`
 	Summary        string  `json:"summary"`
 	ElapsedSeconds float64 `json:"elapsed_s"`
 	// Failures lists what failed, one line each (the first few of each
 	// failed test).
 	Failures []string `json:"failures,omitempty"`
+	// NoVerdict says why the part could give no verdict (nothing failed,
+	// nothing was proven); empty when it gave one.
+	NoVerdict string `json:"no_verdict,omitempty"`
 	// The part's own results: one of these is set.
 	Conformance *ConformanceResult    `json:"conformance,omitempty"`
 	Kernels     *backend.KernelReport `json:"kernels,omitempty"`
@@ -89,12 +99,66 @@ type Part struct {
 	Lockstep    []LockstepResult      `json:"lockstep,omitempty"`
 }
 
+// Judged reports that the part gave a verdict.
+func (p Part) Judged() bool { return p.NoVerdict == "" }
+
+// MarshalJSON writes the part with "pass" null when it gave no verdict, and
+// "judged".
+func (p Part) MarshalJSON() ([]byte, error) {
+	type plain Part // without this method
+	return json.Marshal(struct {
+		Name   string `json:"name"`
+		Pass   *bool  `json:"pass"`
+		Judged bool   `json:"judged"`
+		plain
+	}{p.Name, verdictOf(p.Pass, p.Judged()), p.Judged(), plain(p)})
+}
+
+// Judged reports that the run has a verdict: parts ran, and one failed or
+// every one gave a verdict. Without one (the backend did not open, or a
+// part could not judge and none failed) Pass is false and means nothing.
+func (r Report) Judged() bool {
+	if len(r.Parts) == 0 {
+		return false
+	}
+	all := true
+	for _, p := range r.Parts {
+		if p.Judged() && !p.Pass {
+			return true
+		}
+		all = all && p.Judged()
+	}
+	return all
+}
+
+// MarshalJSON writes the report with "pass" null when it has no verdict,
+// and "judged".
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report // without this method
+	return json.Marshal(struct {
+		Pass   *bool `json:"pass"`
+		Judged bool  `json:"judged"`
+		plain
+	}{verdictOf(r.Pass, r.Judged()), r.Judged(), plain(r)})
+}
+
+// verdictOf is a verdict as JSON: pass when judged, else null.
+func verdictOf(pass, judged bool) *bool {
+	if !judged {
+		return nil
+	}
+	return &pass
+}
+
 // Run proves the backend o names on this machine (the package comment lists
 // the parts) and returns the report. When the backend cannot be opened it
 // returns the report (the environment, Backend.Reason) with the error,
 // which wraps backend.ErrUnavailable or backend.ErrUnknown; an error
 // without a report is a failure to run at all, or ctx's.
 func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := limits.Workers("--workers", o.Workers); err != nil {
+		return nil, err // before anything runs
+	}
 	start := time.Now()
 	if o.Backend == "" {
 		o.Backend = "cpu"
@@ -135,7 +199,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if errors.Is(err, ErrSelftest) {
 				return nil, err
 			}
-			p.Pass, p.Failures = false, append(p.Failures, oneLine(err.Error()))
+			p.Pass, p.NoVerdict, p.Failures = false, "", append(p.Failures, oneLine(err.Error()))
 			if p.Summary == "" {
 				p.Summary = "could not run: " + oneLine(err.Error())
 			}

@@ -22,6 +22,11 @@ var (
 
 	// ErrTooLarge reports an input above MaxFileSize.
 	ErrTooLarge = errclass.New(errclass.Invalid, "tokenizer file too large")
+
+	// ErrMissing reports a path that does not exist, or a directory without
+	// a tokenizer.json: invalid input, as a missing pack is (an unreadable
+	// file that exists stays an I/O error).
+	ErrMissing = errclass.New(errclass.Invalid, "no tokenizer file")
 )
 
 // MaxFileSize bounds the size of a tokenizer.json that Load accepts.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,12 +22,18 @@ const FileName = "tokenizer.json"
 // (a Hugging Face snapshot or a dgq pack), and loads it with Load.
 func LoadFile(path string) (*Tokenizer, error) {
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: %w: %s does not exist", ErrMissing, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	if fi.IsDir() {
+		dir := path
 		path = filepath.Join(path, FileName)
-		if fi, err = os.Stat(path); err != nil {
+		if fi, err = os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("tokenizer: %w: %s holds no %s", ErrMissing, dir, FileName)
+		} else if err != nil {
 			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
 	}

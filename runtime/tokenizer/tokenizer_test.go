@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dgq-dev/dgq/dgq/errclass"
 )
 
 // roundTripTexts are decoded back exactly by both tokenizers.
@@ -209,12 +211,15 @@ func TestLoadFile(t *testing.T) {
 			t.Errorf("LoadFile(%s): vocab %d", p, tok.VocabSize())
 		}
 	}
-	if _, err := LoadFile(filepath.Join(dir, "missing")); err == nil || !strings.HasPrefix(err.Error(), "tokenizer: ") {
+	// Issue 21: a missing path is invalid input (exit 3, as a missing pack),
+	// not an I/O failure.
+	if _, err := LoadFile(filepath.Join(dir, "missing")); err == nil || !strings.HasPrefix(err.Error(), "tokenizer: ") ||
+		!errors.Is(err, ErrMissing) || errclass.Of(err) != errclass.Invalid {
 		t.Errorf("missing file: %v", err)
 	}
 	empty := t.TempDir()
-	if _, err := LoadFile(empty); err == nil {
-		t.Error("directory without tokenizer.json loaded")
+	if _, err := LoadFile(empty); err == nil || !errors.Is(err, ErrMissing) || errclass.Of(err) != errclass.Invalid {
+		t.Errorf("directory without tokenizer.json: %v", err)
 	}
 }
 
