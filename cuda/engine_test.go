@@ -362,7 +362,7 @@ func TestVerifyOnCUDA(t *testing.T) {
 	var reps [2]*checks.VerifyReport
 	for i, be := range []string{"cpu", "cuda"} {
 		r, err := checks.Verify(context.Background(), filepath.Join(dir, "q4"), checks.VerifyOptions{
-			Source: filepath.Join(dir, "bf16"), Text: text, Windows: 4, Generations: -1,
+			Source: filepath.Join(dir, "bf16"), Text: text, Windows: 4, Prefix: checks.VerifyPrefix, Generations: -1,
 			Load: session.Options{Backend: be}})
 		if err != nil {
 			t.Fatalf("%s: %v", be, err)
