@@ -34,6 +34,7 @@ does not load; 4 a pack or base shard not in the hub cache; 6 the backend cannot
 				return err
 			}
 			o.Load.Note = onceNotifier(e) // the cpu backend's cost of a step on a large model
+			o.Steps = newCountProgress(e)
 			r, err := check.Bench(e.ctx, args[0], o)
 			if err != nil {
 				return err

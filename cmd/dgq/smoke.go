@@ -34,7 +34,7 @@ pack's base shard missing or changed; 6 the backend cannot run here; 130 interru
 			if err := checkBackend(o.Load.Backend, o.Load.Precision); err != nil {
 				return err
 			}
-			o.Progress, o.Notify = newProgress(e), notifier(e)
+			o.Progress, o.Steps, o.Notify = newProgress(e), newCountProgress(e), notifier(e)
 			o.Load.Note = onceNotifier(e)
 			r, err := check.Smoke(e.ctx, args[0], o)
 			if err != nil {

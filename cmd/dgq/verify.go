@@ -51,7 +51,7 @@ interrupted.`,
 			if o.Generations = generations; generations == 0 {
 				o.Generations = -1 // none
 			}
-			o.Progress, o.Notify = newProgress(e), notifier(e)
+			o.Progress, o.Steps, o.Notify = newProgress(e), newCountProgress(e), notifier(e)
 			o.Load.Note = onceNotifier(e) // both models load: said once
 			r, err := check.Verify(e.ctx, args[0], o)
 			if err != nil {

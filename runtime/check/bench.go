@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/generate"
 	"github.com/dgq-dev/dgq/runtime/model"
@@ -24,6 +25,9 @@ type BenchOptions struct {
 	// Profile adds, after the timings, one prefill and one step on a GPU
 	// backend with every op synchronized and timed (BenchReport.Profile).
 	Profile bool
+	// Steps, when not nil, is told each timed operation's repetitions as
+	// they run (a progress bar on a terminal).
+	Steps dgq.Progress
 }
 
 // BenchTiming is one measured operation: wall-clock milliseconds of each
@@ -104,6 +108,9 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 	prompt := ids(o.PromptLen)
 	timed := func(what string, tokens int, run func() error) error {
 		t := BenchTiming{What: what, Tokens: tokens}
+		steps := dgq.ProgressOrNop(o.Steps)
+		steps.Start(what, int64(o.Reps+1))
+		defer steps.Finish()
 		for r := 0; r <= o.Reps; r++ {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -118,6 +125,7 @@ func Bench(ctx context.Context, dir string, o BenchOptions) (*BenchReport, error
 			if r > 0 { // the first is the warm-up
 				t.Ms = append(t.Ms, float64(time.Since(start).Microseconds())/1000)
 			}
+			steps.Add(1)
 		}
 		sorted := slices.Sorted(slices.Values(t.Ms))
 		t.Median, t.Min, t.Max = sorted[len(sorted)/2], sorted[0], sorted[len(sorted)-1]

@@ -66,11 +66,13 @@ type SmokeOptions struct {
 	Load      session.Options
 	Reference string // reference.safetensors (or its directory); default: found from the pack's source
 	Seed      uint64
-	// Tmp, Progress and Notify are the verify check's (VerifyOptions): where
-	// a snapshot source's temporary bf16 pack is made, the progress of its
-	// copy, and the line announcing it.
+	// Tmp, Progress, Steps and Notify are the verify check's
+	// (VerifyOptions): where a snapshot source's temporary bf16 pack is
+	// made, the progress of its copy and of the measurement, and the line
+	// announcing the copy.
 	Tmp      string
 	Progress dgq.Progress
+	Steps    dgq.Progress
 	Notify   func(string)
 }
 
@@ -140,7 +142,7 @@ func smokeVerify(ctx context.Context, dir string, s *session.Session, o SmokeOpt
 		return c
 	}
 	t0 := time.Now()
-	r, err := Verify(ctx, dir, VerifyOptions{Windows: 2, Prefix: VerifyPrefix, Generations: -1, Seed: o.Seed, Tmp: o.Tmp, Progress: o.Progress, Notify: o.Notify,
+	r, err := Verify(ctx, dir, VerifyOptions{Windows: 2, Prefix: VerifyPrefix, Generations: -1, Seed: o.Seed, Tmp: o.Tmp, Progress: o.Progress, Steps: o.Steps, Notify: o.Notify,
 		Load: session.Options{Workers: o.Load.Workers, Backend: o.Load.Backend, Precision: o.Load.Precision, SkipDigests: true, MaxMemory: o.Load.MaxMemory}}) // the smoke's load verified them (or trusted them)
 	if err != nil {
 		c.Detail = err.Error()

@@ -86,6 +86,9 @@ type VerifyOptions struct {
 	// Progress, when not nil, is told the copy of a snapshot source as it
 	// runs (a progress bar on a terminal).
 	Progress dgq.Progress
+	// Steps, when not nil, is told the measurement as it runs, counted in
+	// windows ("verify" phase; a progress bar on a terminal).
+	Steps dgq.Progress
 	// Notify, when not nil, is told what the user should know at once
 	// while the run goes on, one line each: the copy of a snapshot source,
 	// with its size and where it goes.
@@ -283,11 +286,16 @@ func Verify(ctx context.Context, packDir string, o VerifyOptions) (*VerifyReport
 	if !v.routes {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("router agreement not measured: the %s backend does not record routes", rep.Backend))
 	}
+	steps := dgq.ProgressOrNop(o.Steps)
+	steps.Start("verify", int64(len(wins)))
 	for w, win := range wins {
 		if err := v.window(ctx, w, win, o); err != nil {
+			steps.Finish()
 			return nil, err
 		}
+		steps.Add(1)
 	}
+	steps.Finish()
 	v.acc.report(rep, v.routes)
 	if o.Generations > 0 {
 		if rep.Generation, err = verifyGenerate(ctx, ps, ss, wins, o); err != nil {
