@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dgq-dev/dgq/runtime/session"
 )
 
 // describeSystem reads sysctl (the macOS release and build, the CPU, the
@@ -25,9 +27,7 @@ func describeSystem(ctx context.Context, e *Environment) {
 	if c, err := unix.Sysctl("machdep.cpu.brand_string"); err == nil {
 		e.CPU = c
 	}
-	if m, err := unix.SysctlUint64("hw.memsize"); err == nil {
-		e.MemoryBytes = m
-	}
+	e.MemoryBytes, e.MemoryAvailableBytes = session.HostMemory() // what the memory estimate checks against
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "/usr/sbin/system_profiler", "SPDisplaysDataType", "-json").Output()

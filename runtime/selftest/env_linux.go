@@ -4,14 +4,15 @@ import (
 	"bufio"
 	"context"
 	"os"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dgq-dev/dgq/runtime/session"
 )
 
-// describeSystem reads /etc/os-release, uname, /proc/cpuinfo and
-// /proc/meminfo (the total and the available memory).
+// describeSystem reads /etc/os-release, uname, /proc/cpuinfo and the
+// memory as session.HostMemory reads it (/proc/meminfo).
 func describeSystem(_ context.Context, e *Environment) {
 	if kv := readKV("/etc/os-release", "="); kv["PRETTY_NAME"] != "" {
 		e.OSVersion = strings.Trim(kv["PRETTY_NAME"], `"`)
@@ -21,19 +22,7 @@ func describeSystem(_ context.Context, e *Environment) {
 		e.Kernel = unix.ByteSliceToString(u.Release[:])
 	}
 	e.CPU = readKV("/proc/cpuinfo", ":")["model name"]
-	mem := readKV("/proc/meminfo", ":")
-	e.MemoryBytes, e.MemoryAvailableBytes = kiB(mem["MemTotal"]), kiB(mem["MemAvailable"])
-}
-
-// kiB reads a /proc/meminfo value ("16316412 kB") in bytes; 0 when it is
-// not one.
-func kiB(v string) uint64 {
-	if f := strings.Fields(v); len(f) == 2 && f[1] == "kB" {
-		if kb, err := strconv.ParseUint(f[0], 10, 64); err == nil {
-			return kb << 10
-		}
-	}
-	return 0
+	e.MemoryBytes, e.MemoryAvailableBytes = session.HostMemory() // what the memory estimate checks against
 }
 
 // readKV reads the first value of each key of a "key<sep>value" file.

@@ -2,9 +2,9 @@ package session
 
 import "golang.org/x/sys/unix"
 
-// hostMemory is the physical memory (sysctl hw.memsize), as dgq selftest's
+// HostMemory is the physical memory (sysctl hw.memsize), as dgq selftest's
 // environment reads it; macOS says nothing like Linux's MemAvailable.
-func hostMemory() (total, available uint64) {
+func HostMemory() (total, available uint64) {
 	if m, err := unix.SysctlUint64("hw.memsize"); err == nil {
 		return m, 0
 	}

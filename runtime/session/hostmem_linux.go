@@ -7,10 +7,10 @@ import (
 	"strings"
 )
 
-// hostMemory reads /proc/meminfo as dgq selftest's environment does: the
+// HostMemory reads /proc/meminfo as dgq selftest's environment does: the
 // total (MemTotal) and what the system can give without swapping
 // (MemAvailable), in bytes; 0 for what it cannot read.
-func hostMemory() (total, available uint64) {
+func HostMemory() (total, available uint64) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0, 0

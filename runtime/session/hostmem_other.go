@@ -2,5 +2,5 @@
 
 package session
 
-// hostMemory cannot be told here: the estimate is not checked against it.
-func hostMemory() (total, available uint64) { return 0, 0 }
+// HostMemory cannot be told here: the estimate is not checked against it.
+func HostMemory() (total, available uint64) { return 0, 0 }

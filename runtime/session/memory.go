@@ -242,7 +242,7 @@ func (s *Spec) Estimate(w Workload, backendName string) MemoryEstimate {
 // backend.DeviceDescriber).
 func (e *MemoryEstimate) available(be backend.Backend) {
 	if be.Name() == "cpu" {
-		total, avail := hostMemory()
+		total, avail := HostMemory()
 		switch {
 		case avail > 0:
 			e.Available, e.Where = int64(avail), "host memory available (MemAvailable)"

@@ -207,7 +207,7 @@ func TestRunChecks(t *testing.T) {
 
 // TestHostMemory: on Linux the total and available memory are read.
 func TestHostMemory(t *testing.T) {
-	total, avail := hostMemory()
+	total, avail := HostMemory()
 	if runtime.GOOS == "linux" && (total == 0 || avail == 0 || avail > total) {
 		t.Errorf("total %d, available %d", total, avail)
 	}
