@@ -23,7 +23,7 @@ It reads the pack (a folder or ORG/NAME[@REV] in the hub cache) and, for a layer
 references in the Hugging Face cache.
 
 Exit codes: 0 nothing but notes; 2 usage; 3 any finding; 4 only stale findings (the pack is fine: the cache
-needs the dgq download the messages name); 130 interrupted.`,
+needs the dgq download the messages name); 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, err := overlay.Audit(e.ctx, args[0], dgq.AuditOptions{Progress: newProgress(e), Deep: deep})

@@ -27,7 +27,7 @@ one step, each op synchronized.
 It reads the pack only: the ids are random, from --seed.
 
 Exit codes: 0; 2 usage (an option out of range, an unknown backend or precision); 3 not a pack, a pack that
-does not load; 4 a pack or base shard not in the hub cache; 6 the backend cannot run here; 130 interrupted.`,
+does not load; 4 a pack or base shard not in the hub cache; 6 the backend cannot run here; 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkBackend(o.Load.Backend, o.Load.Precision); err != nil {

@@ -29,7 +29,7 @@ It reads nothing but the binary. Without -o the pack is made in a temporary fold
 with everything else demo made (the last line says so); with -o OUT the pack stays at OUT.
 
 Exit codes: 0 the pack audits clean; 2 usage (a bad profile or --set, an OUT that exists without --force);
-3 the audit of the fresh pack found problems; 5 I/O; 130 interrupted.`,
+3 the audit of the fresh pack found problems; 5 I/O; 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Progress = newProgress(e)

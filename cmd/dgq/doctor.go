@@ -28,7 +28,7 @@ the token), the free space at the cache and at the working directory, and this b
 --json prints the same as one object.
 
 doctor does not fail because a backend cannot run here: the reason is printed and the exit code is 0.
-Exit codes: 0; 2 usage; 130 interrupted.`,
+Exit codes: 0; 2 usage; 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := selftest.Doctor(e.ctx)

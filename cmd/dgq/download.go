@@ -28,7 +28,7 @@ Environment: HF_ENDPOINT, HF_TOKEN (or the token file of hf auth login), HF_HUB_
 
 Exit codes: 0 the snapshot is complete; 2 usage (a malformed repo or revision, a repo, revision or file the Hub
 does not have, a gated repo without access, nothing selected); 3 a file whose size or digest differs from the
-Hub's listing; 4 offline and the cache lacks the files; 5 the network or the disk failed; 130 interrupted (the
+Hub's listing; 4 offline and the cache lacks the files; 5 the network or the disk failed; 130 interrupted, 143 by SIGTERM (the
 partial files stay for the next run).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

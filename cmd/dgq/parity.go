@@ -36,7 +36,7 @@ It reads the pack and the reference.
 
 Exit codes: 0 a verdict, and every case passed; 1 a case failed its bound; 2 usage, or no verdict (the numbers
 are printed, the message says why); 3 not a pack, a pack that does not load, a missing or malformed reference;
-4 a pack or base shard not in the hub cache; 6 the backend cannot run here; 130 interrupted.`,
+4 a pack or base shard not in the hub cache; 6 the backend cannot run here; 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkBackend(lo.Backend, lo.Precision); err != nil {

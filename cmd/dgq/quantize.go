@@ -42,7 +42,7 @@ generation config); it writes OUT (and --report FILE).
 
 Exit codes: 0; 2 usage (a bad profile, --set or --encoder, an OUT that exists without --force, an OUT or
 --report in a forbidden place, an existing --report without --force or one that is not a previous report); 3 an invalid snapshot (config, headers, tensors, non-finite values, a shape a
-format cannot hold); 4 a repo or revision not in the hub cache; 5 I/O (a full disk); 130 interrupted.`,
+format cannot hold); 4 a repo or revision not in the hub cache; 5 I/O (a full disk); 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Progress = newProgress(e)

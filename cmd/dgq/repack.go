@@ -34,7 +34,7 @@ Exit codes: 0; 1 a pack of the wrong kind (--overlay of a layered pack, --monoli
 2 usage (not exactly one of --overlay and --monolithic, no -m or -o, an OUT that exists without --force, a base
 that is incomplete or not the pack's model: the message names the flag or the first mismatch); 3 not a pack,
 or a pack that fails its checks; 4 the base or a pinned shard is not in the cache (the message gives the dgq
-download); 5 I/O; 130 interrupted.`,
+download); 5 I/O; 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if toOverlay == toMono {

@@ -28,7 +28,7 @@ It reads the pack (a folder or ORG/NAME[@REV] in the hub cache), the reference a
 
 Exit codes: 0 every check passed or was skipped; 1 a check failed; 2 usage; 3 not a pack, a pack that does
 not load, or a --reference that does not exist; 4 a pack in the hub cache that is not there, or a layered
-pack's base shard missing or changed; 6 the backend cannot run here; 130 interrupted.`,
+pack's base shard missing or changed; 6 the backend cannot run here; 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkBackend(o.Load.Backend, o.Load.Precision); err != nil {

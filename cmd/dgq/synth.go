@@ -24,7 +24,7 @@ shards of up to --shard-size bytes. One layer is about 1.6 GB on top of the 1.5 
 It reads nothing; it writes DIR (through a staging folder renamed into place at the end).
 
 Exit codes: 0; 2 usage (no -o, --layers outside 1..30, a DIR that exists); 5 I/O (a full disk); 130
-interrupted.`,
+interrupted (143 by SIGTERM).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Out == "" {

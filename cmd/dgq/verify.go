@@ -39,7 +39,7 @@ quantized source or one of another model, a --plot in a forbidden place); 3 not 
 load, a --text that does not exist, is not UTF-8 or is too short; 4 the source is not in the hub cache (the
 message gives the dgq download); 5 a --text that cannot be read, a plot that cannot be written, a --tmp that
 cannot be written or lacks the space for a copy of the source; 6 the backend cannot run here; 130
-interrupted.`,
+interrupted (143 by SIGTERM).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkBackend(o.Load.Backend, o.Load.Precision); err != nil {
