@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -76,6 +77,13 @@ var numericFlagBounds = map[string]map[string]flagBounds{
 		"workers":        workerBounds,
 		"max-memory":     memoryBounds,
 	},
+	"calibrate": {
+		"windows":    {refuse: []string{"0", "-1", "4097", "100000000"}},
+		"prompt-len": {refuse: []string{"0", "-1", "4081", "1000000000"}},
+		"seed":       seedBounds,
+		"workers":    workerBounds,
+		"max-memory": memoryBounds,
+	},
 }
 
 // numericKinds are the pflag value types that hold numbers.
@@ -132,6 +140,10 @@ func boundsArgs(t *testing.T) map[string][]string {
 	q4, bf16 := demoPack(t, "q4"), demoPack(t, "bf16")
 	ref := filepath.Join("..", "..", "dgq", "testmodel", "tiny", "reference", "reference.safetensors")
 	out := filepath.Join(t.TempDir(), "out")
+	text := filepath.Join(t.TempDir(), "cal.txt")
+	if err := os.WriteFile(text, []byte(strings.Repeat("The sea was calm that morning. ", 40)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return map[string][]string{
 		"quantize": {"quantize", "--profile", "q4", "-m", tiny(t), "-o", out},
 		"download": {"download", "dgq-test/nothing"},
@@ -142,6 +154,8 @@ func boundsArgs(t *testing.T) map[string][]string {
 		"smoke":    {"smoke", q4},
 		"selftest": {"selftest", "--quick"},
 		"verify":   {"verify", q4, "--source", bf16},
+
+		"calibrate": {"calibrate", bf16, "--text", text, "-o", out + ".imatrix.safetensors"},
 	}
 }
 

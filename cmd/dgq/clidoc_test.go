@@ -225,6 +225,10 @@ func TestCLIDocJSONKeys(t *testing.T) {
 	t.Setenv("DGQ_HF_HOME", hub)
 	repo := testmodel.HubInfo().Repo
 	work := t.TempDir()
+	calText := filepath.Join(work, "cal.txt")
+	if err := os.WriteFile(calText, []byte(strings.Repeat("The sea was calm that morning, and the boats went out early. ", 20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	layered, direct := filepath.Join(work, "layered"), filepath.Join(work, "direct")
 	steps := []struct {
 		command string
@@ -242,6 +246,7 @@ func TestCLIDocJSONKeys(t *testing.T) {
 		{"bench", []string{"bench", pack, "--prompt-len", "8", "--canvas", "8", "--reps", "1", "--json"}, ""},
 		{"run", []string{"run", pack, "--prompt", "hello", "--max-new-tokens", "32", "--json"}, ""},
 		{"verify", []string{"verify", pack, "--source", src, "--windows", "2", "--prompt-len", "8", "--generations", "1", "--max-steps", "4", "--json"}, verifyOut},
+		{"calibrate", []string{"calibrate", bf16, "--text", calText, "-o", filepath.Join(work, "tiny.imatrix.safetensors"), "--windows", "2", "--prompt-len", "8", "--json"}, ""},
 		{"selftest", []string{"selftest", "--quick", "--json"}, ""},
 		{"doctor", []string{"doctor", "--json"}, ""},
 		{"version", []string{"version", "--json"}, ""},

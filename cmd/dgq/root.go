@@ -117,7 +117,7 @@ func unknownCommand(root *cobra.Command, err error) error {
 // file"): at the start of the message or of a part of it (after ": ", "; "
 // or "("). The backends' names (cuda, metal) are kept: they are what the
 // user chose with --backend.
-var packagePrefix = regexp.MustCompile(`(^|: |; |\()(?:dgq|codecs|layout|hfcache|hub|overlay|backend|cpu|model|generate|session|tokenizer|check|conformance|selftest|kernels|errclass|testmodel|enginepack|limits|msl): `)
+var packagePrefix = regexp.MustCompile(`(^|: |; |\()(?:dgq|codecs|layout|hfcache|hub|overlay|backend|cpu|model|generate|session|tokenizer|check|conformance|selftest|kernels|errclass|testmodel|enginepack|limits|msl|calibrate): `)
 
 // message is an error's text as the user reads it after "dgq: ": one line,
 // without the Go package names the library's messages start with (every
@@ -140,6 +140,7 @@ runs it and publishes it. Every bad input is refused with a one-line error namin
 
 Get a model:      download   fetch a checkpoint or a pack from the Hugging Face Hub into the cache
 Make a pack:      quantize   stream a checkpoint into a pack (profiles bf16, q4, q5, q6, nvfp4, nvfp4x)
+                  calibrate  measure an importance matrix of a bf16 model on a text (for quantization)
                   repack     split a pack into a layered overlay on its base, or flatten a layered pack
                   demo       quantize, inspect and audit the embedded tiny checkpoint (nothing to download)
                   synth      write a real-shape synthetic checkpoint for benchmarks (development)
@@ -177,7 +178,7 @@ func newRoot(e *env) *cobra.Command {
 		return usageErr(fmt.Errorf("%w (see dgq %s --help)", flagProblem(err), c.Name()))
 	})
 	root.AddCommand(newQuantizeCmd(e), newDownloadCmd(e), newInspectCmd(e), newAuditCmd(e), newRepackCmd(e), newDemoCmd(e), newSynthCmd(e),
-		newParityCmd(e), newRunCmd(e), newTokenizeCmd(e), newSmokeCmd(e), newBenchCmd(e), newVerifyCmd(e), newSelftestCmd(e), newDoctorCmd(e), newVersionCmd(e), newCardCmd(e))
+		newParityCmd(e), newRunCmd(e), newTokenizeCmd(e), newSmokeCmd(e), newBenchCmd(e), newVerifyCmd(e), newCalibrateCmd(e), newSelftestCmd(e), newDoctorCmd(e), newVersionCmd(e), newCardCmd(e))
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

@@ -19,14 +19,17 @@ func newVerifyCmd(e *env) *cobra.Command {
 		asJSON      bool
 	)
 	c := &cobra.Command{
-		Use:   "verify PACK [--source SNAPSHOT|ORG/NAME[@REV]|BF16PACK] [--text FILE] [--windows N] [--prompt-len N] [--max-new-tokens N] [--max-steps N] [--json] [--plot FILE.png]",
+		Use:   "verify PACK [--source SNAPSHOT|ORG/NAME[@REV]|BF16PACK] [--text FILE] [--windows N] [--prompt-len N] [--max-new-tokens N] [--max-steps N] [--rounding] [--json] [--plot FILE.png]",
 		Short: "Measure how far a pack's outputs are from its bf16 source's, and where it loses",
 		Long: `verify runs the pack and its bf16 source on the same inputs and reports the damage: for each window
 (held-out text from --text, tokenized with the pack's tokenizer, or pseudo-random tokens) both prefill the same
 prefix, then denoise the true canvas corrupted at each noise rate, without and with the same self-conditioning
 logits; it reports KL(source‖pack) mean, p99, p99.9 and max, top-1 agreement, each model's accuracy against the
 true tokens, per hidden state the relative error and cosine, per layer the router's top-k agreement (cpu
-backend), and for a few seeded generations the steps per block and how many committed tokens agree.
+backend), and for a few seeded generations the steps per block and how many committed tokens agree, and
+block by block the step cost (pack steps / source steps to converge, with a 95 % bootstrap interval).
+With --rounding it also measures the rounding KLD (the source in bf16 against itself in f32, on a backend
+with bf16 arithmetic: cuda), so the pack's KLD reads as a multiple of it.
 
 The default source is the one the pack records (a layered pack's pinned snapshot, else the snapshot it was
 quantized from); a snapshot is run as a temporary bf16 pack layered over the cache. Both models are loaded at
@@ -75,6 +78,7 @@ interrupted (143 by SIGTERM).`,
 	f.IntVar(&o.GenTokens, "max-new-tokens", 0, "new tokens of each generation (0 = one canvas)")
 	f.IntVar(&o.GenSteps, "max-steps", 0, "denoising steps per block of each generation (0 = the generation config's)")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the random windows, the corruption and the generations")
+	f.BoolVar(&o.Rounding, "rounding", false, "also measure the rounding KLD: the source in bf16 against itself in f32 (loads the source once more; cuda)")
 	f.StringVar(&o.Plot, "plot", "", "also write a PNG chart (per-layer relative error, KLD per noise rate) to this file")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	backendFlags(c, &o.Load)
@@ -112,6 +116,18 @@ func renderVerify(w io.Writer, r *check.VerifyReport) {
 	if g := r.Generation; g != nil {
 		fmt.Fprintf(w, "\ngenerations: %d of %d tokens, %d identical, token agreement %.4f, steps per block: source %.2f, pack %.2f; argmax settled at step: source %.2f, pack %.2f\n",
 			g.Runs, g.Tokens, g.Identical, g.TokenAgreement, g.StepsPerBlock.Source, g.StepsPerBlock.Pack, g.SettleSteps.Source, g.SettleSteps.Pack)
+	}
+	if c := r.Convergence; c != nil {
+		fmt.Fprintf(w, "convergence: %d blocks, steps per block source %.2f (p50 %g, p90 %g), pack %.2f (p50 %g, p90 %g); step cost %.3f (95%% CI %.3f–%.3f); at the limit of %d steps: source %d, pack %d\n",
+			c.Blocks, c.SourceStepsMean, c.SourceSteps.P50, c.SourceSteps.P90, c.PackStepsMean, c.PackSteps.P50, c.PackSteps.P90,
+			c.StepCost, c.StepCostCI95[0], c.StepCostCI95[1], c.StepLimit, c.SourceAtLimit, c.PackAtLimit)
+	}
+	if r.RoundingKLDMean != nil {
+		fmt.Fprintf(w, "rounding KLD (source bf16 vs f32): mean %.4g", *r.RoundingKLDMean)
+		if r.KLDVsRounding != nil {
+			fmt.Fprintf(w, "; the pack's KLD is %.3g× it", *r.KLDVsRounding)
+		}
+		fmt.Fprintln(w)
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintf(w, "notes: %s\n", strings.Join(r.Notes, "; "))

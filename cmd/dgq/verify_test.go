@@ -36,7 +36,13 @@ func TestVerifyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	hasKeys(t, "report", rep, "pack", "source", "source_kind", "backend", "precision", "text", "windows", "prefix", "canvas",
-		"noise_rates", "seed", "positions", "non_finite", "kld", "top1_agreement", "accuracy", "per_noise", "layers", "generation", "notes", "plot")
+		"noise_rates", "seed", "positions", "non_finite", "kld", "top1_agreement", "accuracy", "per_noise", "layers", "generation", "notes", "plot",
+		"convergence", "rounding_kld_mean", "kld_vs_rounding")
+	hasKeys(t, "convergence", rep["convergence"], "source_steps_mean", "pack_steps_mean", "step_cost", "step_cost_ci95", "blocks",
+		"source_steps", "pack_steps", "source_at_limit", "pack_at_limit")
+	if rep["rounding_kld_mean"] != nil || rep["kld_vs_rounding"] != nil {
+		t.Errorf("rounding %v, %v on the cpu backend", rep["rounding_kld_mean"], rep["kld_vs_rounding"])
+	}
 	hasKeys(t, "kld", rep["kld"], "mean", "p99", "p999", "max")
 	hasKeys(t, "accuracy", rep["accuracy"], "source", "pack")
 	hasKeys(t, "per_noise", rep["per_noise"].([]any)[0], "rate", "sc", "positions", "kld_mean", "kld_p99", "kld_max", "top1", "acc_source", "acc_pack")
@@ -63,8 +69,14 @@ func TestVerifyCommand(t *testing.T) {
 	// The text report, a bf16 pack against itself: KLD 0, agreement 1.
 	r = dgqRun(verifyArgs(bf16, "--source", bf16, "--generations", "0")...)
 	if r.code != 0 || !strings.Contains(r.stdout, "KLD(source‖pack): mean 0  p99 0  p99.9 0  max 0") ||
-		!strings.Contains(r.stdout, "top-1 agreement 1.0000") || strings.Contains(r.stdout, "generations:") {
+		!strings.Contains(r.stdout, "top-1 agreement 1.0000") || strings.Contains(r.stdout, "generations:") ||
+		strings.Contains(r.stdout, "convergence:") {
 		t.Fatalf("text report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// With generations, the convergence line: step cost exactly 1.
+	r = dgqRun(verifyArgs(bf16, "--source", bf16)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "convergence: ") || !strings.Contains(r.stdout, "step cost 1.000 (95% CI 1.000–1.000)") {
+		t.Fatalf("text report with generations: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -70,8 +70,13 @@ type VerifyOptions struct {
 	// (default canvas_length: one block), GenSteps its max denoising steps
 	// per block (default: the generation config's).
 	Generations, GenTokens, GenSteps int
-	// Seed seeds the random windows, the corruption and the generations.
+	// Seed seeds the random windows, the corruption, the generations and
+	// the convergence bootstrap.
 	Seed uint64
+	// Rounding also measures the rounding KLD (VerifyReport.RoundingKLDMean):
+	// the source is loaded a second time at the other precision and run on
+	// the same windows, so the measurement costs about half again as much.
+	Rounding bool
 	// Plot, when set, is a .png file to write the chart to (checked before
 	// any work, written at the end).
 	Plot string
@@ -140,8 +145,18 @@ type VerifyReport struct {
 	// output of layer i, the last one final-normed.
 	Layers     []VerifyLayer     `json:"layers"`
 	Generation *VerifyGeneration `json:"generation"` // null when none ran
-	Notes      []string          `json:"notes"`
-	Plot       string            `json:"plot,omitempty"`
+	// Convergence compares the generations' steps per block, null when no
+	// block was committed by both models (or none ran).
+	Convergence *VerifyConvergence `json:"convergence"`
+	// RoundingKLDMean is the KLD of the source run in bf16 arithmetic
+	// against itself in f32 on the same inputs (rounding alone), so every
+	// pack's KLD reads as a multiple of it; null without Rounding, and on a
+	// backend without bf16 arithmetic (then a note says why). KLDVsRounding is
+	// KLD.Mean / RoundingKLDMean, null without it.
+	RoundingKLDMean *float64 `json:"rounding_kld_mean"`
+	KLDVsRounding   *float64 `json:"kld_vs_rounding"`
+	Notes           []string `json:"notes"`
+	Plot            string   `json:"plot,omitempty"`
 }
 
 // VerifyKLD summarizes KL(source‖pack) over positions, in nats.
@@ -297,8 +312,17 @@ func Verify(ctx context.Context, packDir string, o VerifyOptions) (*VerifyReport
 	}
 	steps.Finish()
 	v.acc.report(rep, v.routes)
+	if o.Rounding {
+		if rep.RoundingKLDMean, err = verifyRounding(ctx, ss, wins, o, v.T, rep); err != nil {
+			return nil, err
+		}
+		if r := rep.RoundingKLDMean; r != nil && *r > 0 {
+			x := rep.KLD.Mean / *r
+			rep.KLDVsRounding = &x
+		}
+	}
 	if o.Generations > 0 {
-		if rep.Generation, err = verifyGenerate(ctx, ps, ss, wins, o); err != nil {
+		if rep.Generation, rep.Convergence, err = verifyGenerate(ctx, ps, ss, wins, o); err != nil {
 			return nil, err
 		}
 	}
@@ -499,23 +523,27 @@ func corrupt(truth []int, rate float64, V int, rng *rand.Rand) []int {
 }
 
 // verifyGenerate runs o.Generations seeded generations on both models, the
-// prompts the windows' prefixes in turn, and compares them.
-func verifyGenerate(ctx context.Context, ps, ss *session.Session, wins []verifyWindow, o VerifyOptions) (*VerifyGeneration, error) {
+// prompts the windows' prefixes in turn, and compares them: the tokens and
+// mean steps (VerifyGeneration) and block by block the steps to converge
+// (VerifyConvergence, nil when no block pair was committed).
+func verifyGenerate(ctx context.Context, ps, ss *session.Session, wins []verifyWindow, o VerifyOptions) (*VerifyGeneration, *VerifyConvergence, error) {
 	tokens := cmp.Or(o.GenTokens, ps.Model.Config().CanvasLength)
 	g := &VerifyGeneration{Runs: o.Generations, Tokens: tokens}
+	var conv convergeAcc
 	var agree, total int
 	var blocks, steps, positions [2]int
 	var settle [2]float64
 	for i := range o.Generations {
 		prompt := wins[i%len(wins)].prefix
 		var out [2]*generate.Generation
+		var traced [2]blockTrace
 		for j, e := range []*model.Engine{ss.Engine, ps.Engine} {
 			opt := generate.Options{Seed: o.Seed + uint64(i), MaxNewTokens: tokens, MaxSteps: o.GenSteps}
-			var settled settleSteps
+			settled := &traced[j]
 			opt.Trace = settled.step
 			r, err := generate.Generate(ctx, e, prompt, ps.GenConfig, opt)
 			if err != nil {
-				return nil, fmt.Errorf("verify: generation %d: %w", i, err)
+				return nil, nil, fmt.Errorf("verify: generation %d: %w", i, err)
 			}
 			out[j] = r
 			blocks[j] += r.Blocks
@@ -524,6 +552,7 @@ func verifyGenerate(ctx context.Context, ps, ss *session.Session, wins []verifyW
 			positions[j] += n
 			settle[j] += sum
 		}
+		conv.add(&traced[0], &traced[1], out[0].Blocks, out[1].Blocks)
 		a, b := out[0].Tokens, out[1].Tokens
 		if slices.Equal(a, b) {
 			g.Identical++
@@ -538,7 +567,7 @@ func verifyGenerate(ctx context.Context, ps, ss *session.Session, wins []verifyW
 	g.TokenAgreement = ratio(agree, total)
 	g.StepsPerBlock = VerifyPair{Source: ratio(steps[0], blocks[0]), Pack: ratio(steps[1], blocks[1])}
 	g.SettleSteps = VerifyPair{Source: settle[0] / float64(max(positions[0], 1)), Pack: settle[1] / float64(max(positions[1], 1))}
-	return g, nil
+	return g, conv.report(o.Seed, cmp.Or(o.GenSteps, ps.GenConfig.MaxDenoisingSteps)), nil
 }
 
 // settleSteps tracks, per block and position, the step from which the

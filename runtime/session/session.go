@@ -62,6 +62,10 @@ type Options struct {
 	Precision string
 	// Profile wraps the backend in a backend.Profiled (dgq bench --profile).
 	Profile bool
+	// Wrap, when not nil, wraps the opened backend before any weight is
+	// uploaded (after Profile's wrapper): the Engine runs on what it returns,
+	// and Close closes that (dgq calibrate records the ops' inputs so).
+	Wrap func(backend.Backend) backend.Backend
 	// Note, when not nil, receives a one-line note for the user once the
 	// model is bound, before any of it runs: on the cpu backend, for a model
 	// whose denoising step costs at least CPUNoteMACs, CPUNote's estimate of
@@ -158,6 +162,9 @@ func Load(ctx context.Context, dir string, o Options) (*Session, error) {
 	}
 	if o.Profile {
 		be = backend.NewProfiled(be)
+	}
+	if o.Wrap != nil {
+		be = o.Wrap(be)
 	}
 	p, err := overlay.OpenContext(ctx, dir, overlay.Options{SkipDigests: o.SkipDigests})
 	if err != nil {

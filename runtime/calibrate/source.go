@@ -1,0 +1,60 @@
+package calibrate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/dgq-dev/dgq/dgq"
+	"github.com/dgq-dev/dgq/hfcache"
+)
+
+// source is the bf16 pack calibrated.
+type source struct {
+	dir            string
+	kind           string // "pack" or "snapshot" (a temporary bf16 pack made from it)
+	repo, revision string // the snapshot's, when known
+}
+
+// tempPrefix names a snapshot's temporary pack folders (dgq.MakeTempDir
+// removes those whose process is gone).
+const tempPrefix = "dgq-calibrate-source-"
+
+// resolveSource finds the source: a pack folder, ORG/NAME[@REV] of a
+// cached pack or snapshot, or a snapshot folder. A snapshot is turned into
+// a temporary bf16 pack as dgq verify does (layered over the cached shards
+// when it lies in the hub cache, copied otherwise), which cleanup removes.
+func resolveSource(ctx context.Context, o Options) (_ source, cleanup func(), err error) {
+	nop := func() {}
+	if o.Source == "" {
+		return source{}, nop, fmt.Errorf("%w: no source given", ErrOptions)
+	}
+	if isPack(o.Source) {
+		return source{dir: o.Source, kind: "pack"}, nop, nil
+	}
+	res, err := hfcache.ResolveSource(o.Source)
+	if err != nil {
+		return source{}, nop, err
+	}
+	if isPack(res.Dir) {
+		return source{dir: res.Dir, kind: "pack", repo: res.Repo, revision: res.Revision}, nop, nil
+	}
+	tmp, err := dgq.MakeTempDir(o.Tmp, tempPrefix)
+	if err != nil {
+		return source{}, nop, err
+	}
+	remove := func() { os.RemoveAll(tmp) }
+	qo := dgq.QuantizeOptions{Source: res.Dir, Out: filepath.Join(tmp, "source.dgq"), Profile: "bf16",
+		Overlay: res.Repo != "" && hfcache.IsInCache(res.Dir), Workers: o.Load.Workers, Progress: o.Progress}
+	if _, err := dgq.Quantize(ctx, qo); err != nil {
+		remove()
+		return source{}, nop, fmt.Errorf("calibrate: making a bf16 pack of %s: %w", res.Dir, err)
+	}
+	return source{dir: qo.Out, kind: "snapshot", repo: res.Repo, revision: res.Revision}, remove, nil
+}
+
+func isPack(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, dgq.ManifestName))
+	return err == nil && !st.IsDir()
+}
