@@ -245,7 +245,7 @@ func TestCLIDocJSONKeys(t *testing.T) {
 		{"tokenize", []string{"tokenize", pack, "hello world", "--json"}, ""},
 		{"bench", []string{"bench", pack, "--prompt-len", "8", "--canvas", "8", "--reps", "1", "--json"}, ""},
 		{"run", []string{"run", pack, "--prompt", "hello", "--max-new-tokens", "32", "--json"}, ""},
-		{"verify", []string{"verify", pack, "--source", src, "--windows", "2", "--prompt-len", "8", "--generations", "1", "--max-steps", "4", "--json"}, verifyOut},
+		{"verify", []string{"verify", pack, "--source", src, "--windows", "2", "--prompt-len", "8", "--generations", "1", "--max-steps", "4", "--sensitivity", "--json"}, verifyOut},
 		{"calibrate", []string{"calibrate", bf16, "--text", calText, "-o", filepath.Join(work, "tiny.imatrix.safetensors"), "--windows", "2", "--prompt-len", "8", "--json"}, ""},
 		{"selftest", []string{"selftest", "--quick", "--json"}, ""},
 		{"doctor", []string{"doctor", "--json"}, ""},

@@ -19,7 +19,7 @@ func newVerifyCmd(e *env) *cobra.Command {
 		asJSON      bool
 	)
 	c := &cobra.Command{
-		Use:   "verify PACK [--source SNAPSHOT|ORG/NAME[@REV]|BF16PACK] [--text FILE] [--windows N] [--prompt-len N] [--max-new-tokens N] [--max-steps N] [--rounding] [--json] [--plot FILE.png]",
+		Use:   "verify PACK [--source SNAPSHOT|ORG/NAME[@REV]|BF16PACK] [--text FILE] [--windows N] [--prompt-len N] [--max-new-tokens N] [--max-steps N] [--rounding] [--sensitivity] [--json] [--plot FILE.png]",
 		Short: "Measure how far a pack's outputs are from its bf16 source's, and where it loses",
 		Long: `verify runs the pack and its bf16 source on the same inputs and reports the damage: for each window
 (held-out text from --text, tokenized with the pack's tokenizer, or pseudo-random tokens) both prefill the same
@@ -29,7 +29,10 @@ true tokens, per hidden state the relative error and cosine, per layer the route
 backend), and for a few seeded generations the steps per block and how many committed tokens agree, and
 block by block the step cost (pack steps / source steps to converge, with a 95 % bootstrap interval).
 With --rounding it also measures the rounding KLD (the source in bf16 against itself in f32, on a backend
-with bf16 arithmetic: cuda), so the pack's KLD reads as a multiple of it.
+with bf16 arithmetic: cuda), so the pack's KLD reads as a multiple of it. With --sensitivity it also runs, for
+each class the pack quantizes and for each layer's expert banks, the source with only those tensors taken from
+the pack, on the same windows and generations: the KLD mean and step cost each costs alone, to choose --set
+overrides for a size budget.
 
 The default source is the one the pack records (a layered pack's pinned snapshot, else the snapshot it was
 quantized from); a snapshot is run as a temporary bf16 pack layered over the cache. Both models are loaded at
@@ -79,6 +82,7 @@ interrupted (143 by SIGTERM).`,
 	f.IntVar(&o.GenSteps, "max-steps", 0, "denoising steps per block of each generation (0 = the generation config's)")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the random windows, the corruption and the generations")
 	f.BoolVar(&o.Rounding, "rounding", false, "also measure the rounding KLD: the source in bf16 against itself in f32 (loads the source once more; cuda)")
+	f.BoolVar(&o.Sensitivity, "sensitivity", false, "also measure each quantized class, and each layer's experts, alone: the source with only those tensors from the pack (one more model run per entry)")
 	f.StringVar(&o.Plot, "plot", "", "also write a PNG chart (per-layer relative error, KLD per noise rate) to this file")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	backendFlags(c, &o.Load)
@@ -129,10 +133,36 @@ func renderVerify(w io.Writer, r *check.VerifyReport) {
 		}
 		fmt.Fprintln(w)
 	}
+	if r.Sensitivity != nil {
+		renderSensitivity(w, r.Sensitivity)
+	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintf(w, "notes: %s\n", strings.Join(r.Notes, "; "))
 	}
 	if r.Plot != "" {
 		fmt.Fprintf(w, "plot: %s\n", r.Plot)
 	}
+}
+
+// renderSensitivity prints the --sensitivity table: each class alone, then
+// each layer's experts alone ("-": a whole class, or no step cost).
+func renderSensitivity(w io.Writer, rows []check.VerifySensitivity) {
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "sensitivity: the pack quantizes nothing")
+		return
+	}
+	fmt.Fprintln(w, "\nsensitivity (the source with only these tensors from the pack):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tlayer\tkld mean\tstep cost\t")
+	for _, r := range rows {
+		layer, cost := "-", "-"
+		if r.Layer != nil {
+			layer = strconv.Itoa(*r.Layer)
+		}
+		if r.StepCost != nil {
+			cost = fmt.Sprintf("%.3f", *r.StepCost)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%s\t\n", r.Class, layer, r.KLDMean, cost)
+	}
+	tw.Flush()
 }

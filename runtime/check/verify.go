@@ -77,6 +77,12 @@ type VerifyOptions struct {
 	// the source is loaded a second time at the other precision and run on
 	// the same windows, so the measurement costs about half again as much.
 	Rounding bool
+	// Sensitivity also measures, for each class the pack quantizes and for
+	// each layer's expert banks, the source with only those tensors taken
+	// from the pack (VerifyReport.Sensitivity): one more model per variant,
+	// run on the same windows and generations ("sensitivity" phase on
+	// Steps, counted in variants).
+	Sensitivity bool
 	// Plot, when set, is a .png file to write the chart to (checked before
 	// any work, written at the end).
 	Plot string
@@ -155,8 +161,12 @@ type VerifyReport struct {
 	// KLD.Mean / RoundingKLDMean, null without it.
 	RoundingKLDMean *float64 `json:"rounding_kld_mean"`
 	KLDVsRounding   *float64 `json:"kld_vs_rounding"`
-	Notes           []string `json:"notes"`
-	Plot            string   `json:"plot,omitempty"`
+	// Sensitivity is each quantized class's cost alone, then each layer's
+	// expert banks' (VerifySensitivity); null without Sensitivity, empty
+	// when the pack quantizes nothing.
+	Sensitivity []VerifySensitivity `json:"sensitivity"`
+	Notes       []string            `json:"notes"`
+	Plot        string              `json:"plot,omitempty"`
 }
 
 // VerifyKLD summarizes KL(source‖pack) over positions, in nats.
@@ -323,6 +333,11 @@ func Verify(ctx context.Context, packDir string, o VerifyOptions) (*VerifyReport
 	}
 	if o.Generations > 0 {
 		if rep.Generation, rep.Convergence, err = verifyGenerate(ctx, ps, ss, wins, o); err != nil {
+			return nil, err
+		}
+	}
+	if o.Sensitivity {
+		if rep.Sensitivity, err = verifySensitivity(ctx, ps, ss, wins, o, v.T); err != nil {
 			return nil, err
 		}
 	}
