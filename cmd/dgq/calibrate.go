@@ -41,7 +41,7 @@ that does not exist or is not UTF-8; 4 the source is not in the hub cache; 5 I/O
 				return err
 			}
 			o.Source = args[0]
-			o.Progress, o.Steps = newProgress(e), newCountProgress(e)
+			o.Progress, o.Steps, o.Notify = newProgress(e), newCountProgress(e), notifier(e)
 			o.Load.Note = onceNotifier(e)
 			r, err := calibrate.Run(e.ctx, o)
 			if err != nil {

@@ -80,6 +80,9 @@ type Options struct {
 	Tmp string
 	// Progress is told the snapshot's conversion; Steps the windows.
 	Progress, Steps dgq.Progress
+	// Notify, when not nil, is told the one line announcing the copy of a
+	// snapshot outside the hub cache (its size and where it goes).
+	Notify func(string)
 }
 
 // Result describes the file written (dgq calibrate --json).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgq-dev/dgq/dgq"
 	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/runtime/check"
 )
 
 // source is the bf16 pack calibrated.
@@ -23,8 +24,9 @@ const tempPrefix = "dgq-calibrate-source-"
 
 // resolveSource finds the source: a pack folder, ORG/NAME[@REV] of a
 // cached pack or snapshot, or a snapshot folder. A snapshot is turned into
-// a temporary bf16 pack as dgq verify does (layered over the cached shards
-// when it lies in the hub cache, copied otherwise), which cleanup removes.
+// a temporary bf16 pack by check.SnapshotPack, as dgq verify does (layered
+// over the cached shards when it lies in the hub cache; otherwise copied,
+// its free space checked and the copy announced), which cleanup removes.
 func resolveSource(ctx context.Context, o Options) (_ source, cleanup func(), err error) {
 	nop := func() {}
 	if o.Source == "" {
@@ -40,18 +42,12 @@ func resolveSource(ctx context.Context, o Options) (_ source, cleanup func(), er
 	if isPack(res.Dir) {
 		return source{dir: res.Dir, kind: "pack", repo: res.Repo, revision: res.Revision}, nop, nil
 	}
-	tmp, err := dgq.MakeTempDir(o.Tmp, tempPrefix)
+	dir, remove, err := check.SnapshotPack(ctx, res.Dir, check.SnapshotPackOptions{Copy: res.Repo == "" || !hfcache.IsInCache(res.Dir),
+		Tmp: o.Tmp, Prefix: tempPrefix, Workers: o.Load.Workers, Progress: o.Progress, Notify: o.Notify})
 	if err != nil {
-		return source{}, nop, err
+		return source{}, nop, fmt.Errorf("calibrate: %w", err)
 	}
-	remove := func() { os.RemoveAll(tmp) }
-	qo := dgq.QuantizeOptions{Source: res.Dir, Out: filepath.Join(tmp, "source.dgq"), Profile: "bf16",
-		Overlay: res.Repo != "" && hfcache.IsInCache(res.Dir), Workers: o.Load.Workers, Progress: o.Progress}
-	if _, err := dgq.Quantize(ctx, qo); err != nil {
-		remove()
-		return source{}, nop, fmt.Errorf("calibrate: making a bf16 pack of %s: %w", res.Dir, err)
-	}
-	return source{dir: qo.Out, kind: "snapshot", repo: res.Repo, revision: res.Revision}, remove, nil
+	return source{dir: dir, kind: "snapshot", repo: res.Repo, revision: res.Revision}, remove, nil
 }
 
 func isPack(dir string) bool {

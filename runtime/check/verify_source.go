@@ -144,43 +144,71 @@ func (s verifySource) load(ctx context.Context, o VerifyOptions) (_ *session.Ses
 		ss, err := session.Load(ctx, s.dir, lo)
 		return ss, nop, err
 	}
-	copied := s.kind == "snapshot_copy"
-	var need int64
-	if copied {
-		if need, err = s.copySize(ctx); err != nil {
-			return nil, nop, err
-		}
-		if err := checkSpace(o.Tmp, need); err != nil {
-			return nil, nop, err
-		}
-	}
-	tmp, err := dgq.MakeTempDir(o.Tmp, verifyTempPrefix)
+	dir, remove, err := SnapshotPack(ctx, s.dir, SnapshotPackOptions{Copy: s.kind == "snapshot_copy", Tmp: o.Tmp,
+		Prefix: verifyTempPrefix, Workers: lo.Workers, Progress: o.Progress, Notify: o.Notify})
 	if err != nil {
 		return nil, nop, err
 	}
-	remove := func() { os.RemoveAll(tmp) }
 	defer func() {
 		if err != nil {
 			remove()
 		}
 	}()
-	qo := dgq.QuantizeOptions{Source: s.dir, Out: filepath.Join(tmp, "source.dgq"), Profile: "bf16", Overlay: !copied, Workers: lo.Workers}
-	qo.Progress = o.Progress // a layered pack reads (hashes) every shard too
-	if copied {
-		if o.Notify != nil {
-			o.Notify(fmt.Sprintf("copying the source snapshot %s (outside the hub cache) into a temporary bf16 pack in %s: %s; removed at the end (--tmp DIR puts it elsewhere)",
-				s.dir, tmp, formatBytes(need)))
-		}
-	}
-	if _, err = dgq.Quantize(ctx, qo); err != nil {
-		return nil, nop, fmt.Errorf("verify: making a bf16 pack of %s: %w", s.dir, err)
-	}
 	lo.SkipDigests = true // Quantize has just read and hashed every byte
-	ss, err := session.Load(ctx, qo.Out, lo)
+	ss, err := session.Load(ctx, dir, lo)
 	if err != nil {
 		return nil, nop, err
 	}
 	return ss, remove, nil
+}
+
+// SnapshotPackOptions configure SnapshotPack.
+type SnapshotPackOptions struct {
+	// Copy: the snapshot lies outside the hub cache, so its bytes are
+	// copied (free space checked first, the copy announced through Notify);
+	// otherwise the pack is layered over the cached shards.
+	Copy bool
+	// Tmp is the folder the temporary pack is made in ("": $TMPDIR), Prefix
+	// its folder's name prefix (dgq.MakeTempDir removes those of dead
+	// processes).
+	Tmp, Prefix string
+	Workers     int
+	// Progress is told the bytes read; Notify the one line announcing a copy.
+	Progress dgq.Progress
+	Notify   func(string)
+}
+
+// SnapshotPack makes a temporary bf16 pack of a snapshot folder — the form
+// in which verify and calibrate run a Hugging Face checkpoint — and returns
+// its folder and the function that removes it (already done on error).
+func SnapshotPack(ctx context.Context, snapshot string, o SnapshotPackOptions) (_ string, remove func(), err error) {
+	nop := func() {}
+	s := verifySource{dir: snapshot}
+	var need int64
+	if o.Copy {
+		if need, err = s.copySize(ctx); err != nil {
+			return "", nop, err
+		}
+		if err := checkSpace(o.Tmp, need); err != nil {
+			return "", nop, err
+		}
+	}
+	tmp, err := dgq.MakeTempDir(o.Tmp, o.Prefix)
+	if err != nil {
+		return "", nop, err
+	}
+	remove = func() { os.RemoveAll(tmp) }
+	qo := dgq.QuantizeOptions{Source: snapshot, Out: filepath.Join(tmp, "source.dgq"), Profile: "bf16", Overlay: !o.Copy, Workers: o.Workers}
+	qo.Progress = o.Progress // a layered pack reads (hashes) every shard too
+	if o.Copy && o.Notify != nil {
+		o.Notify(fmt.Sprintf("copying the source snapshot %s (outside the hub cache) into a temporary bf16 pack in %s: %s; removed at the end (--tmp DIR puts it elsewhere)",
+			snapshot, tmp, formatBytes(need)))
+	}
+	if _, err = dgq.Quantize(ctx, qo); err != nil {
+		remove()
+		return "", nop, fmt.Errorf("making a bf16 pack of %s: %w", snapshot, err)
+	}
+	return qo.Out, remove, nil
 }
 
 // copySize is what the copy of the snapshot takes on disk: the bf16 pack's
@@ -210,7 +238,7 @@ func checkSpace(dir string, need int64) error {
 	if !ok || free >= need {
 		return nil
 	}
-	return fmt.Errorf("%w: the source snapshot lies outside the hub cache, so verify copies it into a temporary bf16 pack: that needs %s, and %s has %s free; pass --tmp DIR on a larger file system, or put the snapshot in the hub cache (dgq download) or pass a bf16 pack as --source, which are not copied",
+	return fmt.Errorf("%w: the source snapshot lies outside the hub cache, so it is copied into a temporary bf16 pack: that needs %s, and %s has %s free; pass --tmp DIR on a larger file system, or put the snapshot in the hub cache (dgq download) or pass a bf16 pack as --source, which are not copied",
 		ErrNoSpace, formatBytes(need), dir, formatBytes(free))
 }
 
