@@ -70,6 +70,10 @@ type Encoder struct {
 	// nvfp4: the f32 scale of every matrix (1 for MinMax; set by SetAmax for Search)
 	matScale []float32
 	matSet   []bool
+
+	// imp: the importance weights (SetImportance), Matrices()·K values; nil
+	// for the unweighted search
+	imp []float64
 }
 
 // NewEncoder prepares an encoder for a tensor of geometry m and dtype dt in
@@ -159,6 +163,9 @@ func (e *Encoder) EncodeRows(dst, src []byte, r0, n int64) (Stats, error) {
 			}
 		}
 	}
+	if e.imp != nil {
+		return e.encodeRowsWeighted(dst, src, r0, n)
+	}
 	start, _ := e.l.Span(r0, n)
 	if e.method == Search && (e.f == Q4 || e.f == Q5 || e.f == Q6) {
 		// Non-nvfp4 kinds have no headers: the rows are contiguous.
@@ -173,7 +180,7 @@ func (e *Encoder) EncodeRows(dst, src []byte, r0, n int64) (Stats, error) {
 	}
 	for r := r0; r < r0+n; r++ {
 		if e.f == NVFP4 && r%e.l.MatRows == 0 {
-			binary.LittleEndian.PutUint32(dst[e.l.RowOffset(r)-start-nvfp4HeaderBytes:], math.Float32bits(e.matScale[r/e.l.MatRows]))
+			putNVFP4Header(dst[e.l.RowOffset(r)-start-nvfp4HeaderBytes:], e.matScale[r/e.l.MatRows])
 		}
 		off := e.l.RowOffset(r) - start
 		row := dst[off : off+e.l.RowBytes]
@@ -195,6 +202,11 @@ func (e *Encoder) EncodeRows(dst, src []byte, r0, n int64) (Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// putNVFP4Header writes an nvfp4 matrix's header: its float32 scale.
+func putNVFP4Header(dst []byte, scale float32) {
+	binary.LittleEndian.PutUint32(dst, math.Float32bits(scale))
 }
 
 func (e *Encoder) checkRows(dst, src []byte, r0, n int64) error {

@@ -3,6 +3,7 @@ package codecs
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 )
 
 // nvfp4_block: every matrix (each expert of a 3-D stack) starts with its
@@ -23,6 +24,10 @@ import (
 // codes chosen by multiplying with the reciprocal of s·scale_2, the final
 // codes use the exact division above. A block scale of 0 decodes the whole
 // block to 0 (all codes 0).
+//
+// With importance weights (Encoder.SetImportance) the same three candidates
+// are judged by a weighted estimate instead (nvfp4BlockW below); g, the
+// candidates, their order and the codes are unchanged.
 
 // e2m1Values are the values of the 16 E2M1 codes (code = sign<<3 | index).
 var e2m1Values = [16]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6}
@@ -124,36 +129,138 @@ func nvfp4ScaleErr(a *[16]float32, sc uint8, scale2 float32) float32 {
 // and fills codes. The ModelOpt scale is tried first, then its two
 // neighbouring codes; strictly smaller estimated error wins.
 func nvfp4Block(x *[16]float32, scale2 float32, codes *[16]uint8) uint8 {
+	return nvfp4BlockSearch(x, nil, scale2, codes)
+}
+
+// Importance-weighted nvfp4 blocks (nvfp4BlockW). The candidates, their
+// order, the codes of a candidate and the final codes are those of
+// nvfp4Block; only the estimated error a candidate is judged by changes, to
+//
+//	Σ_j float32(v_j · float32(d_j·d_j))   (float32 sum in element order)
+//
+// with d_j the error nvfp4ScaleErr computes for element j and v_j the
+// block's normalized weights: with w_j the weights as float32 and m their
+// maximum, v_j = w_j·2^−e, e = ⌊log2 m⌋, rounded to float32 (so the largest
+// v_j lies in [1, 2): a product is less than twice the unweighted term, so
+// weights of any magnitude overflow no sooner than the unweighted estimate
+// within a factor 2, and the choice is that of the weights w_j up to
+// rounding).
+//
+// A block whose 16 weights are all equal is judged unweighted (v_j = 1,
+// which gives nvfp4Block's sums bit for bit), so uniform weights give
+// exactly the unweighted encoding.
+
+// nvfp4BlockW is nvfp4Block with the weights w (float32 values > 0) of the
+// block's elements.
+func nvfp4BlockW(x *[16]float32, w *[16]float32, scale2 float32, codes *[16]uint8) uint8 {
+	v, uniform := nvfp4NormWeights(w)
+	if uniform {
+		return nvfp4BlockSearch(x, nil, scale2, codes)
+	}
+	return nvfp4BlockSearch(x, &v, scale2, codes)
+}
+
+// nvfp4NormWeights returns the normalized weights of a block (see above)
+// and whether its weights are all equal.
+func nvfp4NormWeights(w *[16]float32) (v [16]float32, uniform bool) {
+	m, lo := w[0], w[0]
+	for _, u := range w {
+		m, lo = max(m, u), min(lo, u)
+	}
+	if m == lo {
+		return v, true
+	}
+	// e = ⌊log2 m⌋ from the bits (m > 0 is normal or subnormal); u·2^−e is
+	// exact in float64 and rounded once to float32.
+	mb := math.Float32bits(m)
+	e := int(mb>>23) - 127
+	if mb>>23 == 0 {
+		e = bits.Len32(mb) - 150
+	}
+	p := math.Float64frombits(uint64(1023-e) << 52)
+	for j, u := range w {
+		v[j] = float32(float64(u) * p)
+	}
+	return v, false
+}
+
+// nvfp4BlockSearch is the block search, unweighted when v is nil, else
+// judging candidates by the error weighted with the normalized weights v.
+func nvfp4BlockSearch(x *[16]float32, v *[16]float32, scale2 float32, codes *[16]uint8) uint8 {
 	var a [16]float32
 	var amax float32
-	for j, v := range x {
-		a[j] = math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+	for j, u := range x {
+		a[j] = math.Float32frombits(math.Float32bits(u) &^ (1 << 31))
 		amax = max(amax, a[j])
 	}
 	sc := Float32ToE4M3(amax / float32(6*scale2))
 	if amax > 0 {
-		best, be := sc, nvfp4ScaleErr(&a, sc, scale2)
+		best, be := sc, nvfp4CandErr(&a, v, sc, scale2)
 		for _, c := range [2]int{int(sc) - 1, int(sc) + 1} {
 			if c < 0 || c > e4m3MaxCode {
 				continue
 			}
-			if e := nvfp4ScaleErr(&a, uint8(c), scale2); e < be {
+			if e := nvfp4CandErr(&a, v, uint8(c), scale2); e < be {
 				best, be = uint8(c), e
 			}
 		}
 		sc = best
 	}
 	den := float32(E4M3ToFloat32(sc) * scale2)
-	for j, v := range x {
+	for j, u := range x {
 		codes[j] = 0
 		if den != 0 {
-			// E2M1Code(v / den): |v/den| = a/den is finite or +Inf.
+			// E2M1Code(u / den): |u/den| = a/den is finite or +Inf.
 			_, i := e2m1Round(a[j] / den)
-			codes[j] = i | b2u(v < 0 && i != 0)<<3
+			codes[j] = i | b2u(u < 0 && i != 0)<<3
 		}
 	}
 	return sc
 }
+
+// nvfp4CandErr is the error a candidate scale code is judged by:
+// nvfp4ScaleErr, or nvfp4ScaleErrW with the normalized weights v.
+func nvfp4CandErr(a, v *[16]float32, sc uint8, scale2 float32) float32 {
+	if v != nil {
+		return nvfp4ScaleErrW(a, v, sc, scale2)
+	}
+	return nvfp4ScaleErr(a, sc, scale2)
+}
+
+// nvfp4ScaleErrW is nvfp4ScaleErr with every squared error multiplied by
+// the element's normalized weight v_j (rounded to float32) before the sum.
+func nvfp4ScaleErrW(a, v *[16]float32, sc uint8, scale2 float32) float32 {
+	s8 := E4M3ToFloat32(sc)
+	den := float32(s8 * scale2)
+	var e float32
+	if !(den > 0) {
+		for j, u := range a {
+			e += float32(v[j] * float32(u*u))
+		}
+		return e
+	}
+	inv := 1 / den
+	if inv > math.MaxFloat32 {
+		lv := nvfp4Levels(s8, scale2)
+		for j, u := range a {
+			d := u - lv[e2m1Index(u*inv)&7]
+			e += float32(v[j] * float32(d*d))
+		}
+		return e
+	}
+	for j, u := range a {
+		r, _ := e2m1Round(u * inv)
+		d := u - float32(float32(r*s8)*scale2)
+		e += float32(v[j] * float32(d*d))
+	}
+	return e
+}
+
+// nvfp4FastW, when non-nil, is a SIMD implementation of the weighted
+// nvfp4 row search, bit-identical to the reference (nvfp4BlockW and the
+// statistics of encodeNVFP4RowW): like nvfp4Fast, with the prepared
+// weights pw of the row's blocks.
+var nvfp4FastW func(g float32, codes, scales []byte, x []float32, pw *nvfp4Weights, st *Stats) int
 
 // nvfp4MatrixScale reads the f32 scale at the start of a matrix.
 func nvfp4MatrixScale(b []byte) float32 {

@@ -3,6 +3,7 @@
 package codecs
 
 import (
+	"math"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -107,6 +108,74 @@ func searchAffineGroupsFast(bits int, x []float32, codes []uint8, res []affineRe
 				continue
 			}
 			res[g] = affineResult{uint16(b.bd[l]), uint16(b.bm[l]), b.sse[l], b.ref[l], b.maxe[l]}
+		}
+	}
+	return n
+}
+
+// The weighted kernel searchAffine8W runs saSearchW for 8 groups at once in
+// the same way: the unweighted kernel's candidates, checks and evaluation,
+// with the weighted sums and least-squares fits of search_affine_w.go and
+// the weighted error (each term float64(w·float64(e·e)), summed in element
+// order) as the score; the plain error of the chosen pair is summed in a
+// last pass. The same lanes are redone by the reference.
+// TestSearchAffineGroupsWFast compares both.
+
+// sa8w is the weighted kernel's batch: sa8 (same offsets) and the weights.
+type sa8w struct {
+	sa8
+	w    [32][8]float64 // weight of element j of each lane's group
+	sw   [8]float64     // Σw
+	wref [8]float64     // out: Σ w·x²
+	psse [8]float64     // out: plain Σ err² of the best
+	widx [8]int32       // in: index in the weights of each lane's element 0
+}
+
+// searchAffine8W is searchAffine8 with weights: lane l's element j has the
+// weight w[b.widx[l]+j].
+//
+//go:noescape
+func searchAffine8W(b *sa8w, src *float32, w *float64, dst *byte) uint8
+
+func init() {
+	var b sa8w
+	offs := [...]uintptr{unsafe.Offsetof(b.w), unsafe.Offsetof(b.sw), unsafe.Offsetof(b.wref), unsafe.Offsetof(b.psse), unsafe.Offsetof(b.widx)}
+	if offs != [...]uintptr{7520, 9568, 9632, 9696, 9760} {
+		panic("codecs: sa8w layout does not match search_affine_amd64.s")
+	}
+}
+
+// searchAffineGroupsWFast runs searchAffineGroupW on groups [0, n) of x with
+// the kernel, 8 at a time (group g weighted as in searchAffineGroupsW), and
+// returns how many it did (a multiple of 8).
+func searchAffineGroupsWFast(bits int, x []float32, w []float64, first int, codes []uint8, res []affineResultW) int {
+	gpr := len(w) / 32
+	if !searchAffine8OK || gpr == 0 || len(w) > math.MaxInt32 {
+		return 0
+	}
+	n := len(x) / 32 / 8 * 8
+	var b sa8w
+	nmax := float64(int(1)<<bits - 1)
+	c := saClip[bits-4]
+	b.nmax, b.clip, b.onemc, b.nmax32 = nmax, c, 1-c, float32(nmax)
+	col := first % gpr
+	for g0 := 0; g0 < n; g0 += 8 {
+		for l := range 8 {
+			b.widx[l] = int32(col * 32)
+			if col++; col == gpr {
+				col = 0
+			}
+		}
+		xs, cs := x[g0*32:g0*32+256], codes[g0*32:g0*32+256]
+		fail := searchAffine8W(&b, &xs[0], &w[0], &cs[0])
+		for l := range 8 {
+			g := g0 + l
+			if fail&(1<<l) != 0 {
+				wc := int(b.widx[l])
+				res[g] = saSearchW(bits, (*[32]float32)(x[g*32:g*32+32]), (*[32]float64)(w[wc:wc+32]), (*[32]uint8)(codes[g*32:g*32+32]))
+				continue
+			}
+			res[g] = affineResultW{affineResult{uint16(b.bd[l]), uint16(b.bm[l]), b.psse[l], b.ref[l], b.maxe[l]}, b.sse[l], b.wref[l]}
 		}
 	}
 	return n

@@ -29,6 +29,17 @@ import (
 // Candidates are kept in the range where 127·s is finite, so every code
 // decodes to a finite value. As in the affine search, an evaluation stops
 // once its partial sum reaches the best error, which changes no result.
+//
+// With importance weights w_k (searchQ8RowW) the same candidates are
+// generated in the same order and judged the same way, except that a
+// candidate's error is the weighted Σ float64(w_k·float64(err_k²)), summed
+// in element order, and the refits of step 3 are the weighted least-squares
+// scales Σ float64(w_k·float64(q_k·x_k)) / Σ float64(w_k·float64(q_k·q_k)).
+// The codes of a scale do not depend on the weights. A row whose weights
+// are all equal is searched without them (the same minimization, without
+// the rounding of the weighted sums), so uniform weights give exactly the
+// unweighted result; with every w_k = 1 the weighted sums would also be bit
+// for bit the unweighted ones.
 
 var sq8Factors = [...]float64{1, 0.9, 0.8}
 
@@ -47,7 +58,9 @@ var sq8Pool = sync.Pool{New: func() any { return new(sq8Scratch) }}
 // sq8Row is one row being searched.
 type sq8Row struct {
 	x    []float32
+	w    []float64 // importance weights (nil: unweighted)
 	amax float64
+	ref  float64   // Σ float64(x²) in element order
 	lx   int       // lowest set bit (lsbExp) among the values, saNoLsb if all are 0
 	q    [2][]int8 // the best codes and the candidate's
 	s    [2]uint16 // their scales
@@ -98,7 +111,13 @@ func (r *sq8Row) try(s uint16) bool {
 	if saPlain {
 		bound = math.Inf(1)
 	}
-	sse, ok := r.eval(s, r.q[ci], bound)
+	var sse float64
+	var ok bool
+	if r.w != nil {
+		sse, ok = r.evalW(s, r.q[ci], bound)
+	} else {
+		sse, ok = r.eval(s, r.q[ci], bound)
+	}
 	if !ok || r.best >= 0 && !(sse < r.sse[r.best]) {
 		return false
 	}
@@ -156,6 +175,50 @@ func (r *sq8Row) eval(s uint16, q []int8, bound float64) (sse float64, ok bool) 
 	return sse, sse < bound
 }
 
+// evalW is eval with the weighted error Σ float64(w·err²) (same codes).
+func (r *sq8Row) evalW(s uint16, q []int8, bound float64) (sse float64, ok bool) {
+	s64 := float64(BF16ToFloat32(s))
+	hs := s64 * 0.5
+	hs2 := float64(hs * hs)
+	x, w := r.x, r.w
+	q = q[:len(x)]
+	w = w[:len(x)]
+	inv := 1 / s64
+	s32 := BF16ToFloat32(s)
+	if r.amax+float64(127*s64) < pow2(min(r.lx, lsbExp(s32))+52) && float64(r.amax*inv) < 0x1p50 {
+		for i, v := range x {
+			xv := float64(v)
+			qf := float64(float64(xv*inv)+0x1.8p52) - 0x1.8p52
+			if qf > 127 {
+				qf = 127
+			}
+			if qf < -127 {
+				qf = -127
+			}
+			e := float64(qf*s64) - xv
+			ee := float64(e * e)
+			if ee >= hs2 {
+				qf, ee = sq8Fix(qf, e, xv, s64)
+			}
+			q[i] = int8(qf)
+			sse += float64(w[i] * ee)
+			if sse >= bound {
+				return sse, false
+			}
+		}
+		return sse, sse < bound
+	}
+	for i, v := range x {
+		qf, ee := sq8Code(v, s32)
+		q[i] = int8(qf)
+		sse += float64(w[i] * ee)
+		if sse >= bound {
+			return sse, false
+		}
+	}
+	return sse, sse < bound
+}
+
 // sq8Code is the error-minimizing code of x for the scale s (nearest 0 on
 // ties) and its squared error, for any finite x and valid s: by the fast
 // path's method when the errors of x are exact, else by trying every code.
@@ -191,26 +254,90 @@ func (r *sq8Row) cand(v float64) {
 // minimizing the squared error of float32(q)*scale, and returns the same error terms.
 func searchQ8Row(x []float32, codes []int8) (scale uint16, sumSqErr, sumSqRef, maxAbsErr float64) {
 	codes = codes[:len(x)]
-	var amax32 float32
-	for _, v := range x {
-		a := float32(math.Abs(float64(v)))
-		if a > amax32 {
-			amax32 = a
-		}
-		sumSqRef += float64(float64(v) * float64(v))
-	}
 	sc := sq8Pool.Get().(*sq8Scratch)
 	defer sq8Pool.Put(sc)
+	r := newSq8Row(x, nil, sc)
+	r.search()
+	sumSqRef = r.ref
+	scale = r.s[r.best]
+	s32 := BF16ToFloat32(scale)
+	for i, c := range r.q[r.best] {
+		codes[i] = c
+		e := float64(float32(float32(c)*s32)) - float64(x[i])
+		sumSqErr += float64(e * e)
+		if a := math.Abs(e); a > maxAbsErr {
+			maxAbsErr = a
+		}
+	}
+	return scale, sumSqErr, sumSqRef, maxAbsErr
+}
+
+// searchQ8RowW is searchQ8Row minimizing the weighted squared error
+// Σ w_k·err_k² (w: one finite weight > 0 per value); a row whose weights
+// are all equal gets the unweighted search (the same choice, without the
+// rounding of the weighted sums). Besides the plain error terms, computed
+// as searchQ8Row does, it returns the row's weighted sums Σ w·err² and
+// Σ w·x² (terms float64(w·float64(err²)) and float64(w·float64(x²)),
+// summed in element order).
+func searchQ8RowW(x []float32, w []float64, codes []int8) (scale uint16, sumSqErr, sumSqRef, maxAbsErr, sumWSqErr, sumWSqRef float64) {
+	codes = codes[:len(x)]
+	w = w[:len(x)]
+	sc := sq8Pool.Get().(*sq8Scratch)
+	defer sq8Pool.Put(sc)
+	uniform := true
+	for _, v := range w {
+		uniform = uniform && v == w[0]
+	}
+	rw := w
+	if uniform {
+		rw = nil
+	}
+	r := newSq8Row(x, rw, sc)
+	r.search()
+	scale, sumSqRef = r.s[r.best], r.ref
+	s32 := BF16ToFloat32(scale)
+	for i, c := range r.q[r.best] {
+		codes[i] = c
+		e := float64(float32(float32(c)*s32)) - float64(x[i])
+		rr := float64(float64(x[i]) * float64(x[i]))
+		sumSqErr += float64(e * e)
+		sumWSqErr += float64(w[i] * float64(e*e))
+		sumWSqRef += float64(w[i] * rr)
+		if a := math.Abs(e); a > maxAbsErr {
+			maxAbsErr = a
+		}
+	}
+	return
+}
+
+// newSq8Row prepares the search of row x (weights w, nil for none) with the
+// code buffers of sc.
+func newSq8Row(x []float32, w []float64, sc *sq8Scratch) sq8Row {
 	for k := range sc.q {
 		if cap(sc.q[k]) < len(x) {
 			sc.q[k] = make([]int8, len(x))
 		}
 	}
-	r := sq8Row{x: x, amax: float64(amax32), lx: saNoLsb, q: [2][]int8{sc.q[0][:len(x)], sc.q[1][:len(x)]}, best: -1}
+	var amax32 float32
+	var ref float64
+	for _, v := range x {
+		a := float32(math.Abs(float64(v)))
+		if a > amax32 {
+			amax32 = a
+		}
+		ref += float64(float64(v) * float64(v))
+	}
+	r := sq8Row{x: x, w: w, amax: float64(amax32), ref: ref, lx: saNoLsb, q: [2][]int8{sc.q[0][:len(x)], sc.q[1][:len(x)]}, best: -1}
 	for _, v := range x {
 		r.lx = min(r.lx, lsbExp(v))
 	}
+	return r
+}
 
+// search runs the candidates 1–4; the result is r.s[r.best], r.q[r.best].
+func (r *sq8Row) search() {
+	x, w := r.x, r.w
+	amax32 := float32(r.amax)
 	// 1. The engine's scale.
 	es := float32(1)
 	if !(amax32 < 1e-8) {
@@ -229,13 +356,21 @@ func searchQ8Row(x []float32, codes []int8) (scale uint16, sumSqErr, sumSqRef, m
 		// the smallest scale, all codes 0.
 		r.try(0x0001)
 	}
-	// 3. Least-squares refits.
+	// 3. Least-squares refits (weighted with importance).
 	for range sq8Refits {
 		var qx, qq float64
-		for i, c := range r.q[r.best] {
-			qf := float64(c)
-			qx += float64(qf * float64(x[i]))
-			qq += float64(qf * qf)
+		if w == nil {
+			for i, c := range r.q[r.best] {
+				qf := float64(c)
+				qx += float64(qf * float64(x[i]))
+				qq += float64(qf * qf)
+			}
+		} else {
+			for i, c := range r.q[r.best] {
+				qf := float64(c)
+				qx += float64(w[i] * float64(qf*float64(x[i])))
+				qq += float64(w[i] * float64(qf*qf))
+			}
 		}
 		if qq == 0 {
 			break
@@ -268,16 +403,4 @@ func searchQ8Row(x []float32, codes []int8) (scale uint16, sumSqErr, sumSqRef, m
 			}
 		}
 	}
-
-	scale = r.s[r.best]
-	s32 := BF16ToFloat32(scale)
-	for i, c := range r.q[r.best] {
-		codes[i] = c
-		e := float64(float32(float32(c)*s32)) - float64(x[i])
-		sumSqErr += float64(e * e)
-		if a := math.Abs(e); a > maxAbsErr {
-			maxAbsErr = a
-		}
-	}
-	return scale, sumSqErr, sumSqRef, maxAbsErr
 }

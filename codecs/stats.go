@@ -10,12 +10,20 @@ type Stats struct {
 	SumSqRef  float64 // Σ src²
 	MaxAbsErr float64 // max |err|
 	N         int64   // number of elements
+	// With importance weights w (Encoder.SetImportance): Σ w·err² and
+	// Σ w·src², each term float64(w·float64(err²)), summed per group (32
+	// values of q4/q5/q6, a q8 row, 16 values of nvfp4) and the groups in
+	// order; 0 without.
+	SumWSqErr float64
+	SumWSqRef float64
 }
 
 // Merge adds o into s.
 func (s *Stats) Merge(o Stats) {
 	s.SumSqErr += o.SumSqErr
 	s.SumSqRef += o.SumSqRef
+	s.SumWSqErr += o.SumWSqErr
+	s.SumWSqRef += o.SumWSqRef
 	if o.MaxAbsErr > s.MaxAbsErr {
 		s.MaxAbsErr = o.MaxAbsErr
 	}

@@ -53,14 +53,14 @@ func reducePD(op string, r, t int) {
 
 func reduceMaxPD(r, t int) { reducePD("VMAXPD", r, t) }
 
-// gridCheck checks the binade conditions for SumSqErr (0(st)) and
-// SumSqRef (8(st)) given the batch totals in the low lanes of X(totErr) and
-// X(totRef), and jumps to fail if one does not hold. Otherwise it leaves
+// gridCheck checks the binade conditions for the sums at base(st) and
+// base+8(st) (SumSqErr and SumSqRef for base 0) given the batch totals in
+// the low lanes of X(totErr) and X(totRef), and jumps to fail if one does not hold. Otherwise it leaves
 // the sums in X6 and X7 and their u/2 in X4 and X5. It clobbers AX, BX, CX,
 // X1 and X3.
-func gridCheck(st string, totErr, totRef int, fail string) {
+func gridCheck(st string, base, totErr, totRef int, fail string) {
 	for i, tot := range []int{totErr, totRef} {
-		off := 8 * i
+		off := base + 8*i
 		p("MOVQ %d(%s), AX", off, st)
 		p("MOVQ AX, BX")
 		p("SHRQ $52, BX")

@@ -1,12 +1,12 @@
 // Command asmgen writes the AVX-512 kernels of the codecs package:
-// codecs/nvfp4_amd64.s (the searching nvfp4 block encoder on float32 rows)
-// and codecs/scan_amd64.s (max |x| of a run of source elements). Run it with
-// `go generate ./codecs/`.
+// codecs/nvfp4_amd64.s (the searching nvfp4 block encoder on float32 rows,
+// unweighted and importance-weighted) and codecs/scan_amd64.s (max |x| of a
+// run of source elements). Run it with `go generate ./codecs/`.
 //
-// The nvfp4 kernel processes 16 blocks at once with one block per vector
+// The nvfp4 kernels process 16 blocks at once with one block per vector
 // lane, so every lane performs exactly the float32 operation sequence of the
-// scalar reference (nvfp4Block in nvfp4.go) and the results are
-// bit-identical to it.
+// scalar reference (nvfp4Block, nvfp4BlockW in nvfp4.go) and the results
+// are bit-identical to it.
 package main
 
 import (
