@@ -60,6 +60,9 @@ type TensorStats struct {
 	Class  layout.Class
 	Format codecs.Format
 	Stats  codecs.Stats
+	// Unreached counts the matrices an imatrix had no rows for (encoded
+	// with uniform weights); 0 without an imatrix.
+	Unreached int
 }
 
 // executor writes the planned tensors into the blob. It decides nothing: the
@@ -67,11 +70,15 @@ type TensorStats struct {
 // each entry's bytes go (skip: the bytes are only checked and hashed, as for
 // the raw tensors an overlay pack references instead of copying).
 type executor struct {
-	blob     io.WriterAt
-	workers  int
-	method   codecs.Method
-	progress Progress
-	place    func(e layout.Entry) (off int64, skip bool)
+	blob    io.WriterAt
+	workers int
+	method  codecs.Method
+	imatrix *Imatrix // nil: unweighted search
+	// unreached is the last encoded tensor's count of matrices the imatrix
+	// had no rows for (tensors are encoded one after the other)
+	unreached int
+	progress  Progress
+	place     func(e layout.Entry) (off int64, skip bool)
 }
 
 // run writes every entry of the plan and returns the manifest entries (with
@@ -109,6 +116,7 @@ func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]h
 		if e.Format == codecs.Raw {
 			digest, st, err = x.writeRaw(ctx, e, ref.Bytes(), off, skip, release)
 		} else {
+			x.unreached = 0
 			digest, st, err = x.writeEncoded(ctx, e, ref.Bytes(), off, release)
 		}
 		ref.Shard.Release(ref.Offset, ref.Size)
@@ -117,6 +125,9 @@ func (x *executor) run(ctx context.Context, plan *layout.Plan, refs map[string]h
 		}
 		tensors[i] = Tensor{Name: e.Name, Class: e.Class, Format: e.Format, DType: e.DType, Shape: e.Shape, Offset: e.Offset, Size: e.Size, Digest: digest}
 		stats[i] = TensorStats{Name: e.Name, Class: e.Class, Format: e.Format, Stats: st}
+		if e.Format != codecs.Raw {
+			stats[i].Unreached = x.unreached
+		}
 	}
 	return tensors, stats, nil
 }
@@ -190,6 +201,13 @@ func (x *executor) writeEncoded(ctx context.Context, e layout.Entry, src []byte,
 	enc, err := codecs.NewEncoder(e.Format, e.DType, m, x.method)
 	if err != nil {
 		return "", codecs.Stats{}, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
+	}
+	if x.imatrix != nil && e.Format.Quantized() {
+		w, unreached := x.imatrix.weights(e.Name, m)
+		if err := enc.SetImportance(w); err != nil {
+			return "", codecs.Stats{}, fmt.Errorf("dgq: tensor %s: %w", e.Name, err)
+		}
+		x.unreached = unreached
 	}
 	l := enc.Layout()
 	chunks := rowChunks(m.Rows, max(1, chunkElements/max(m.K, 1)), l.MatRows, enc.NeedsScan())

@@ -93,6 +93,9 @@ type Extension struct {
 	// as quantize measured it (the classes of its --report); absent in
 	// packs made before dgq recorded it and in packs it did not quantize.
 	Errors []ClassReport `json:"errors,omitempty"`
+	// Imatrix identifies the importance matrix the searching encoder
+	// weighted its error with (quantize --imatrix); absent without one.
+	Imatrix *ImatrixRef `json:"imatrix,omitempty"`
 }
 
 // BaseModel is a pinned Hugging Face repository revision.

@@ -30,8 +30,11 @@ type QuantizeOptions struct {
 	Force      bool          // replace an existing pack at Out
 	Overlay    bool          // write a layered pack: raw tensors reference the source shards
 	Encoder    codecs.Method // Search (default) or MinMax (the engine's own encoders, byte for byte)
-	Workers    int           // encoding goroutines; 0 = GOMAXPROCS; at most limits.WorkerCap
-	Progress   Progress
+	// Imatrix is an importance-matrix file (dgq calibrate) whose column
+	// weights the searching encoder minimizes the weighted error with.
+	Imatrix  string
+	Workers  int // encoding goroutines; 0 = GOMAXPROCS; at most limits.WorkerCap
+	Progress Progress
 }
 
 // QuantizeResult describes what Quantize did (or, for a dry run, would do).
@@ -90,6 +93,18 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 	if err != nil {
 		return nil, err
 	}
+	var im *Imatrix
+	if opts.Imatrix != "" {
+		if opts.Encoder != codecs.Search {
+			return nil, fmt.Errorf("%w: --imatrix weights the searching encoder; --encoder %s reproduces the engine's bytes and takes none (drop one of them)", ErrUsage, opts.Encoder)
+		}
+		if im, err = ReadImatrix(opts.Imatrix); err != nil {
+			return nil, err
+		}
+		if err := im.check(plan); err != nil {
+			return nil, err
+		}
+	}
 	var em *overlayEmitter
 	if opts.Overlay {
 		if em, err = newOverlayEmitter(plan, inv); err != nil {
@@ -101,12 +116,15 @@ func Quantize(ctx context.Context, opts QuantizeOptions) (*QuantizeResult, error
 		res.Elapsed = time.Since(start)
 		return res, nil
 	}
-	m, stats, err := writePack(ctx, opts, plan, inv, em, res)
+	m, stats, err := writePack(ctx, opts, plan, inv, em, im, res)
 	if err != nil {
 		return nil, err
 	}
 	res.Manifest = m
 	res.Report = newReport(plan, stats)
+	if im != nil {
+		res.Report.Imatrix = im.Ref()
+	}
 	if opts.ReportPath != "" {
 		if err := res.Report.writeFile(opts.ReportPath); err != nil {
 			return nil, err
@@ -202,7 +220,7 @@ func within(p, dir string) bool {
 // writePack executes the plan through a PackWriter and publishes the pack.
 // em, when not nil, makes the pack layered. The stale staging folders the
 // writer removed are recorded in res.
-func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory, em *overlayEmitter, res *QuantizeResult) (*Manifest, []TensorStats, error) {
+func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv *inventory, em *overlayEmitter, im *Imatrix, res *QuantizeResult) (*Manifest, []TensorStats, error) {
 	blobSize := plan.BlobSize
 	if em != nil {
 		blobSize = em.local.Size
@@ -215,7 +233,7 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 	res.RemovedStaging = w.RemovedStale()
 	prog := ProgressOrNop(opts.Progress)
 	prog.Start("quantize", inv.bytes)
-	x := &executor{blob: w, workers: opts.Workers, method: opts.Encoder, progress: prog}
+	x := &executor{blob: w, workers: opts.Workers, method: opts.Encoder, imatrix: im, progress: prog}
 	if em != nil {
 		x.place = em.place
 	}
@@ -230,6 +248,9 @@ func writePack(ctx context.Context, opts QuantizeOptions, plan *layout.Plan, inv
 	}
 	m := newManifest(plan, tensors, files, inv.source, opts.Encoder)
 	m.DGQ.Errors = finiteClasses(newReport(plan, stats).Classes)
+	if im != nil {
+		m.DGQ.Imatrix = im.Ref()
+	}
 	if em != nil {
 		em.annotate(m, inv)
 	}

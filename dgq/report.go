@@ -22,6 +22,9 @@ type Report struct {
 	Overrides []layout.Override `json:"overrides"`
 	Tensors   []TensorReport    `json:"tensors"`
 	Classes   []ClassReport     `json:"classes"`
+	// Imatrix identifies the importance matrix the search was weighted with
+	// (quantize --imatrix); absent without one.
+	Imatrix *ImatrixRef `json:"imatrix,omitempty"`
 }
 
 // TensorReport is one tensor's error: rel_rmse = sqrt(Σ(deq−src)²/Σsrc²)
@@ -34,6 +37,13 @@ type TensorReport struct {
 	Bytes     int64         `json:"bytes"`
 	RelRMSE   float64       `json:"rel_rmse"`
 	MaxAbsErr float64       `json:"max_abs_err"`
+	// WeightedRelRMSE is sqrt(Σw·(deq−src)²/Σw·src²) under the imatrix's
+	// column weights (what the weighted search minimized); absent without
+	// an imatrix and for raw tensors.
+	WeightedRelRMSE *float64 `json:"weighted_rel_rmse,omitempty"`
+	// ImatrixUnreached counts the tensor's matrices (experts) no
+	// calibration row reached, encoded with uniform weights.
+	ImatrixUnreached int `json:"imatrix_unreached,omitempty"`
 }
 
 // ClassReport aggregates the error of one class (rel_rmse over all of the
@@ -43,6 +53,9 @@ type ClassReport struct {
 	Tensors   int          `json:"tensors"`
 	RelRMSE   float64      `json:"rel_rmse"`
 	MaxAbsErr float64      `json:"max_abs_err"`
+	// WeightedRelRMSE: as TensorReport's, over the class's weighted
+	// tensors together.
+	WeightedRelRMSE *float64 `json:"weighted_rel_rmse,omitempty"`
 }
 
 func newReport(plan *layout.Plan, stats []TensorStats) *Report {
@@ -58,6 +71,7 @@ func newReport(plan *layout.Plan, stats []TensorStats) *Report {
 		r.Tensors = append(r.Tensors, TensorReport{
 			Name: s.Name, Class: s.Class, Format: s.Format, Params: s.Stats.N, Bytes: e.Size,
 			RelRMSE: s.Stats.RelRMSE(), MaxAbsErr: s.Stats.MaxAbsErr,
+			WeightedRelRMSE: weightedRel(s.Stats), ImatrixUnreached: s.Unreached,
 		})
 		if byClass[s.Class] == nil {
 			byClass[s.Class] = &codecs.Stats{}
@@ -68,9 +82,22 @@ func newReport(plan *layout.Plan, stats []TensorStats) *Report {
 	}
 	for _, c := range order {
 		st := byClass[c]
-		r.Classes = append(r.Classes, ClassReport{Class: c, Tensors: counts[c], RelRMSE: st.RelRMSE(), MaxAbsErr: st.MaxAbsErr})
+		r.Classes = append(r.Classes, ClassReport{Class: c, Tensors: counts[c], RelRMSE: st.RelRMSE(), MaxAbsErr: st.MaxAbsErr, WeightedRelRMSE: weightedRel(*st)})
 	}
 	return r
+}
+
+// weightedRel is the weighted relative error of an encoding with
+// importance, nil for one without (or a non-finite one).
+func weightedRel(s codecs.Stats) *float64 {
+	if s.SumWSqRef == 0 {
+		return nil
+	}
+	v := s.WeightedRelRMSE()
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil
+	}
+	return &v
 }
 
 // finiteClasses keeps the classes whose errors are finite numbers (JSON has

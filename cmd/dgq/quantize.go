@@ -34,7 +34,9 @@ overrides a class: experts, experts.gate_up, experts.down (the two expert stacks
 dgq-only), attn, dense, sc, vision; formats raw (also bf16), q8, q4, q5, q6, nvfp4. Names are
 case-insensitive. embed, router, norm, layer_scalar and the other vision tensors are locked to raw.
 --encoder search (default) minimizes each tensor's error within the same bytes; --encoder minmax reproduces
-the engine's own encoders byte for byte. Every refusal happens before the output exists. Staging folders
+the engine's own encoders byte for byte. --imatrix FILE (made by dgq calibrate from the same model) weights the
+search's error by how large each input column's inputs were on the calibration text: same formats and bytes,
+the manifest records the file's SHA-256, the report gives the weighted error beside the plain one. Every refusal happens before the output exists. Staging folders
 left in OUT's parent by killed runs are removed (quantize names them).
 
 It reads the snapshot's config.json, safetensors headers and weights, and its side files (tokenizer,
@@ -42,7 +44,7 @@ generation config); it writes OUT (and --report FILE).
 
 Exit codes: 0; 2 usage (a bad profile, --set or --encoder, an OUT that exists without --force, an OUT or
 --report in a forbidden place, an existing --report without --force or one that is not a previous report); 3 an invalid snapshot (config, headers, tensors, non-finite values, a shape a
-format cannot hold); 4 a repo or revision not in the hub cache; 5 I/O (a full disk); 130 interrupted (143 by SIGTERM).`,
+format cannot hold; an --imatrix that is missing, malformed or made from another model); 4 a repo or revision not in the hub cache; 5 I/O (a full disk); 130 interrupted (143 by SIGTERM).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Progress = newProgress(e)
@@ -72,6 +74,7 @@ format cannot hold); 4 a repo or revision not in the hub cache; 5 I/O (a full di
 	f.BoolVar(&o.Force, "force", false, "replace an existing pack at the output path, and a previous --report file")
 	f.BoolVar(&o.Overlay, "overlay", false, "write a layered pack whose raw tensors reference the source's Hugging Face shards")
 	f.IntVar(&o.Workers, "workers", 0, "encoding goroutines (0 = all cores)")
+	f.StringVar(&o.Imatrix, "imatrix", "", "importance matrix (dgq calibrate): the search minimizes the error weighted by each input column's mean square input")
 	f.StringVar(&encoder, "encoder", "search", "search (least error for the bytes) or minmax (the engine's own encoders, byte for byte)")
 	f.BoolVar(&asJSON, "json", false, "print the result (or the error) as one JSON object")
 	_ = c.MarkFlagRequired("profile")
@@ -106,6 +109,9 @@ type quantizeResult struct {
 	Summary       []layout.ClassSummary `json:"summary"`
 	Classes       []dgq.ClassReport     `json:"classes,omitempty"`
 	Report        string                `json:"report,omitempty"`
+	// Imatrix is the importance matrix the search was weighted with;
+	// absent without one.
+	Imatrix *dgq.ImatrixRef `json:"imatrix,omitempty"`
 	// RemovedStaging lists the staging folders of killed runs removed from
 	// OUT's parent folder; absent when none.
 	RemovedStaging []string `json:"removed_staging,omitempty"`
@@ -128,6 +134,7 @@ func quantizeJSON(o dgq.QuantizeOptions, res *dgq.QuantizeResult) quantizeResult
 	if !o.DryRun {
 		r.Out = o.Out
 		r.Classes = res.Report.Classes
+		r.Imatrix = res.Report.Imatrix
 		r.Version = res.Manifest.Version
 		r.RemovedStaging = res.RemovedStaging
 		if res.Manifest.Layered() {

@@ -53,11 +53,38 @@ func renderQuantize(w io.Writer, o dgq.QuantizeOptions, res *dgq.QuantizeResult)
 	if len(res.Report.Classes) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "class\ttensors\trel RMSE\tmax abs err\t")
+		weighted := res.Report.Imatrix != nil
+		if weighted {
+			fmt.Fprintln(tw, "class\ttensors\trel RMSE\tweighted\tmax abs err\t")
+		} else {
+			fmt.Fprintln(tw, "class\ttensors\trel RMSE\tmax abs err\t")
+		}
 		for _, c := range res.Report.Classes {
+			if weighted {
+				wr := "-"
+				if c.WeightedRelRMSE != nil {
+					wr = fmt.Sprintf("%.4g", *c.WeightedRelRMSE)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%.4g\t%s\t%.4g\t\n", c.Class, c.Tensors, c.RelRMSE, wr, c.MaxAbsErr)
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%.4g\t%.4g\t\n", c.Class, c.Tensors, c.RelRMSE, c.MaxAbsErr)
 		}
 		tw.Flush()
+	}
+	if im := res.Report.Imatrix; im != nil {
+		mats, tensors := 0, 0
+		for _, t := range res.Report.Tensors {
+			if t.ImatrixUnreached > 0 {
+				mats += t.ImatrixUnreached
+				tensors++
+			}
+		}
+		fmt.Fprintf(w, "imatrix %s (sha256 %s)", o.Imatrix, im.SHA256[:12])
+		if mats > 0 {
+			fmt.Fprintf(w, "; %s of %s had no calibration rows and kept uniform weights (the report lists them)", plural(mats, "matrix", "matrices"), plural(tensors, "tensor", "tensors"))
+		}
+		fmt.Fprintln(w)
 	}
 	for _, dir := range res.RemovedStaging {
 		fmt.Fprintf(w, "removed %s: the staging folder of a run that was killed\n", dir)
