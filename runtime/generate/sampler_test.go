@@ -117,7 +117,11 @@ func TestSamplerFixtureReferences(t *testing.T) {
 		for p := range C {
 			row := sc2.F[p*V : (p+1)*V]
 			ent[p] = cpu.Entropy(row)
-			if d := math.Abs(float64(ent[p] - H.F[p])); d > 2e-6 {
+			// docs/model-spec.md §5.3: Go f32 against transformers' f32
+			// entropy, abs ≤ 1e-5 (two float32 sums over V terms in other
+			// orders; the converging fixture's 1.97-nat entropies differ by
+			// 2.4e-6)
+			if d := math.Abs(float64(ent[p] - H.F[p])); d > 1e-5 {
 				t.Errorf("%s position %d: entropy %v, reference %v (|Δ| %.3g)", fx, p, ent[p], H.F[p], d)
 			}
 			if got := cpu.Argmax(row); int64(got) != amax.I[p] {

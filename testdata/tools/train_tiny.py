@@ -59,7 +59,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_fixture as hf  # noqa: E402
 from transformers import DiffusionGemmaForBlockDiffusion, DynamicCache  # noqa: E402
 
-REPO = "dgq-test/diffusiongemma-trained"
+REPO = "dgq-test/diffusiongemma-trained"   # --repo overrides
 VARIANT = dict(vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=8,
                layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention",
                             "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
@@ -442,7 +442,7 @@ def write_references(a, snap, rev, tok, ho_lines, V, metrics):
         "f64/logits2_refsc": "float64 step 2 conditioned on the stored float32 sc2_logits (as runtime/testdata/hf_float64.py computes it); the float64 anchor of logits2 for a check that conditions step 2 on the stored sc2_logits",
         "ids": "prompt_ids = <bos> + the first P-1 tokens of heldout.txt line %d (1-based); block1_ids = the next C tokens (clean); canvas1_ids / canvas2_ids = block1_ids with each position replaced by a uniform id in [0, V) with probability 0.3 / 0.6; canvas3_ids = the following C tokens with probability 1.0 (all uniform)" % (REF_LINE + 1),
     }
-    meta = {"repo": REPO, "revision": rev, "variant": "trained", "seed": a.seed,
+    meta = {"repo": a.repo, "revision": rev, "variant": "trained", "seed": a.seed,
             "transformers": __import__("transformers").__version__, "torch": torch.__version__,
             "prompt_len": P, "canvas_length": C, "temperature_step1": GEN["t_max"],
             "tensors": {k: {"shape": list(t.shape), "dtype": str(t.dtype)} for k, t in ref.items()},
@@ -551,6 +551,48 @@ def generations(model, tok, ho_lines, V, C, metrics):
     json.dump(samples, open(os.path.join(os.path.dirname(metrics["_out"]), "samples.json"), "w"), indent=2)
 
 
+@torch.no_grad()
+def convergence(model, ho_lines, n, metrics, prompt_tokens=40):
+    """transformers' own generate (the checkpoint's generation_config: blocks of C, 48 steps, the
+    StableAndConfident stop) on n held-out prompts (<bos> + the first prompt_tokens tokens of held-out line
+    i, torch.manual_seed(2000 + i)); the denoising steps of every block are counted with forward hooks: the
+    decoder passes between two encoder passes."""
+    events = []
+    enc = model.model.encoder
+    dec = getattr(model.model, "decoder", None)
+    hooks = [enc.register_forward_hook(lambda *_: events.append("E"))]
+    if dec is not None:
+        hooks.append(dec.register_forward_hook(lambda *_: events.append("D")))
+    else:
+        hooks.append(model.register_forward_hook(lambda *_: events.append("D")))
+    steps = []
+    try:
+        for i in range(min(n, len(ho_lines))):
+            events.clear()
+            torch.manual_seed(2000 + i)
+            model.generate(input_ids=torch.tensor([[2] + ho_lines[i][:prompt_tokens]]))
+            run = None
+            for e in events:
+                if e == "E":
+                    if run:
+                        steps.append(run)
+                    run = 0
+                elif run is not None:
+                    run += 1
+            if run:
+                steps.append(run)
+    finally:
+        for h in hooks:
+            h.remove()
+    N = GEN["max_denoising_steps"]
+    s = sorted(steps)
+    res = {"prompts": n, "prompt_tokens": prompt_tokens, "blocks": len(s), "steps": steps,
+           "median": s[len(s) // 2] if s else None, "mean": sum(s) / len(s) if s else None,
+           "at_limit": sum(1 for v in s if v >= N), "limit": N}
+    metrics["convergence"] = res
+    log("convergence", {k: v for k, v in res.items() if k != "steps"})
+
+
 # ---------------------------------------------------------------- fixtures
 
 def fixtures_post(proc, a):
@@ -585,6 +627,11 @@ def main():
     ap.add_argument("--impl", default="auto", help='"auto" (probe and pick the fastest) or ATTN/EXPERTS, e.g. sdpa/eager')
     ap.add_argument("--fixtures", action="store_true", help="also run runtime/testdata/hf_float64.py")
     ap.add_argument("--ship", default=None, help="pack the outputs into this folder at the end")
+    ap.add_argument("--repo", default=REPO, help="hub repository name of the checkpoint")
+    ap.add_argument("--tokenizer-words", action="store_true",
+                    help="train the tokenizer on single words (no token spans a space): for facts_corpus.py")
+    ap.add_argument("--convergence", type=int, default=0,
+                    help="also measure transformers' steps per block on this many held-out prompts")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     shutil.rmtree(a.out, ignore_errors=True)
@@ -608,7 +655,11 @@ def main():
         tok_txt = os.path.join(tokdir, "tokenizer_train.txt")
         with open(tok_txt, "w", encoding="utf-8") as fh:
             for l in open(a.corpus, encoding="utf-8"):
-                if l.strip():
+                if not l.strip():
+                    continue
+                if a.tokenizer_words:  # one space-led word per line: merges never cross a word boundary
+                    fh.write("".join(" " + w + "\n" for w in l.split()))
+                else:
                     fh.write("\n".join(re.split(r"(?<=[.;:?!]) ", l.strip())) + "\n")
         hf.write_tiny_tokenizer(tokdir, V, tok_txt)
         tok, tr_lines, tr_stream = tokenize(os.path.join(tokdir, "tokenizer.json"), a.corpus)
@@ -638,7 +689,7 @@ def main():
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(tokdir, f), os.path.join(tmp, f))
             log("snapshot files", {f: os.path.getsize(os.path.join(tmp, f)) for f in sorted(os.listdir(tmp))})
-            rev, snap = hf.write_hub_layout(tmp, os.path.join(a.out, "trained"), REPO)
+            rev, snap = hf.write_hub_layout(tmp, os.path.join(a.out, "trained"), a.repo)
             metrics["revision"] = rev
             return rev, snap
         rev, snap = stage("save", save)
@@ -647,6 +698,8 @@ def main():
             m32 = load(snap, torch.float32, "eager", None)
         stage("router margins", router_margins, m32, ho_stream, V, C, metrics)
         stage("generations", generations, m32, tok, ho_lines, V, C, metrics)
+        if a.convergence:
+            stage("convergence", convergence, m32, ho_lines, a.convergence, metrics)
     except Exception:
         log("!! FAILED")
         traceback.print_exc()
