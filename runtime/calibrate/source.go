@@ -42,7 +42,7 @@ func resolveSource(ctx context.Context, o Options) (_ source, cleanup func(), er
 	if isPack(res.Dir) {
 		return source{dir: res.Dir, kind: "pack", repo: res.Repo, revision: res.Revision}, nop, nil
 	}
-	dir, remove, err := check.SnapshotPack(ctx, res.Dir, check.SnapshotPackOptions{Copy: res.Repo == "" || !hfcache.IsInCache(res.Dir),
+	dir, remove, err := check.SnapshotPack(ctx, res.Dir, check.SnapshotPackOptions{Copy: !check.Overlayable(res),
 		Tmp: o.Tmp, Prefix: tempPrefix, Workers: o.Load.Workers, Progress: o.Progress, Notify: o.Notify})
 	if err != nil {
 		return source{}, nop, fmt.Errorf("calibrate: %w", err)

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,17 +22,30 @@ import (
 
 // qualityRow is one pack of the quality table.
 type qualityRow struct {
-	Profile   string  `json:"profile"`
-	Encoder   string  `json:"encoder"`
-	BlobBytes int64   `json:"blob_bytes"`
-	KLDMean   float64 `json:"kld_mean"`
-	KLDP99    float64 `json:"kld_p99"`
-	KLDMax    float64 `json:"kld_max"`
-	Top1      float64 `json:"top1_agreement"`
-	AccPack   float64 `json:"accuracy_pack"`
-	AccSource float64 `json:"accuracy_source"`
-	StepsPack float64 `json:"steps_per_block_pack"`
-	StepsSrc  float64 `json:"steps_per_block_source"`
+	Checkpoint string `json:"checkpoint"`
+	Profile    string `json:"profile"`
+	// Encoder is minmax, search, or search+imatrix (the checkpoint's
+	// calib.imatrix.safetensors).
+	Encoder       string  `json:"encoder"`
+	BlobBytes     int64   `json:"blob_bytes"`
+	BitsPerWeight float64 `json:"bits_per_weight"`
+	KLDMean       float64 `json:"kld_mean"`
+	KLDP99        float64 `json:"kld_p99"`
+	KLDMax        float64 `json:"kld_max"`
+	// KLDVsRounding is KLDMean over the checkpoint's rounding KLD (its bf16
+	// pack in bf16 arithmetic against itself in f32, measured on cuda on the
+	// same windows); null where no cuda backend ran.
+	KLDVsRounding *float64 `json:"kld_vs_rounding"`
+	Top1          float64  `json:"top1_agreement"`
+	AccPack       float64  `json:"accuracy_pack"`
+	AccSource     float64  `json:"accuracy_source"`
+	StepsPack     float64  `json:"steps_per_block_pack"`
+	StepsSrc      float64  `json:"steps_per_block_source"`
+	// StepCost is pack steps / source steps over the blocks of the seeded
+	// generations, StepCostCI95 its paired-bootstrap interval.
+	StepCost     float64    `json:"step_cost"`
+	StepCostCI95 [2]float64 `json:"step_cost_ci95"`
+	Blocks       int        `json:"blocks"`
 	// SettlePack and SettleSrc: the step after which a block's argmax canvas
 	// no longer changed (VerifyGeneration.SettleSteps).
 	SettlePack float64 `json:"settle_steps_pack"`
@@ -39,63 +53,56 @@ type qualityRow struct {
 	TokAgree   float64 `json:"generation_token_agreement"`
 }
 
-// TestQualityTable measures docs/quality.md: every profile of the trained
-// checkpoint, with both encoders, against its bf16 pack on the held-out
-// text (check.Verify), and writes quality.json, quality-table.md (the table) and
-// quality.png (the chart) into $DGQ_QUALITY_OUT:
+// qualityCheckpoint is one checkpoint of the table and how it is measured.
+type qualityCheckpoint struct {
+	name        string
+	windows     int // of heldout.txt
+	generations int // seeded generations of genTokens new tokens
+	genTokens   int
+	rounding    *float64 // the rounding KLD mean, when measured
+}
+
+// TestQualityTable measures docs/quality.md: every profile of the two
+// trained checkpoints (testdata/trained and testdata/converging), with the
+// engine's min/max encoder, the searching encoder and the searching encoder
+// weighted by the checkpoint's importance matrix (calib.imatrix.safetensors,
+// made by dgq calibrate from calib.txt, which is disjoint from the held-out
+// text), against its bf16 pack on the held-out text (check.Verify, cpu
+// backend); where a cuda backend runs, each checkpoint's rounding KLD (its
+// bf16 source in bf16 arithmetic against f32, same windows) too. It writes
+// quality.json, quality-table.md (one table per checkpoint), quality.png
+// (testdata/trained) and quality-converging.png into $DGQ_QUALITY_OUT:
 //
-//	DGQ_QUALITY_OUT=$PWD/docs go test ./runtime/check -run TestQualityTable -v -timeout 30m
+//	DGQ_QUALITY_OUT=$PWD/docs go test ./runtime/check -run TestQualityTable -v -timeout 60m
 func TestQualityTable(t *testing.T) {
 	out := os.Getenv("DGQ_QUALITY_OUT")
 	if out == "" {
 		t.Skip("set DGQ_QUALITY_OUT=DIR to measure the quality table")
 	}
-	src := fixture.SnapshotDir(t, "trained")
-	text := filepath.Join("..", "..", "testdata", "trained", "heldout.txt")
-	dir := t.TempDir()
-	quantize := func(profile string, enc codecs.Method) string {
-		p := filepath.Join(dir, profile+"-"+enc.String())
-		if _, err := dgq.Quantize(context.Background(), dgq.QuantizeOptions{Source: src, Out: p, Profile: profile, Encoder: enc}); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	checkpoints := []*qualityCheckpoint{
+		{name: "trained", windows: 16, generations: 4, genTokens: 32},
+		{name: "converging", windows: 16, generations: 16, genTokens: 64},
 	}
-	source := quantize("bf16", codecs.Search)
 	var rows []qualityRow
-	for _, profile := range []string{"bf16", "q6", "q5", "q4", "nvfp4x", "nvfp4"} {
-		for _, enc := range []codecs.Method{codecs.Search, codecs.MinMax} {
-			if profile == "bf16" && enc == codecs.MinMax {
-				continue // nothing is encoded
-			}
-			pack := source // the bf16 row: the source against itself
-			if profile != "bf16" {
-				pack = quantize(profile, enc)
-			}
-			st, err := os.Stat(filepath.Join(pack, dgq.BlobName))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := Verify(context.Background(), pack, VerifyOptions{Source: source, Text: text, Windows: 16, Generations: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
-			row := qualityRow{Profile: profile, Encoder: enc.String(), BlobBytes: st.Size(), KLDMean: r.KLD.Mean,
-				KLDP99: r.KLD.P99, KLDMax: r.KLD.Max, Top1: r.Top1, AccPack: r.Accuracy.Pack, AccSource: r.Accuracy.Source}
-			if g := r.Generation; g != nil {
-				row.StepsPack, row.StepsSrc, row.TokAgree = g.StepsPerBlock.Pack, g.StepsPerBlock.Source, g.TokenAgreement
-				row.SettlePack, row.SettleSrc = g.SettleSteps.Pack, g.SettleSteps.Source
-			}
-			t.Logf("%+v", row)
-			rows = append(rows, row)
-		}
-	}
 	var md strings.Builder
-	md.WriteString("| profile | encoder | blob MB | KLD mean | KLD p99 | KLD max | top-1 | accuracy (pack / bf16) | steps per block (pack / bf16) | settled at step (pack / bf16) | generated tokens equal |\n")
-	md.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		fmt.Fprintf(&md, "| %s | %s | %.2f | %.3g | %.3g | %.3g | %.4f | %.4f / %.4f | %.1f / %.1f | %.1f / %.1f | %.3f |\n", r.Profile, r.Encoder,
-			float64(r.BlobBytes)/1e6, r.KLDMean, r.KLDP99, r.KLDMax, r.Top1, r.AccPack, r.AccSource, r.StepsPack, r.StepsSrc,
-			r.SettlePack, r.SettleSrc, r.TokAgree)
+	for _, cp := range checkpoints {
+		cpRows := qualityRows(t, cp)
+		rows = append(rows, cpRows...)
+		fmt.Fprintf(&md, "%s (rounding KLD %s):\n\n", cp.name, fmtOptional(cp.rounding, "%.3g", "not measured"))
+		md.WriteString("| profile | encoder | blob MB | bits/weight | KLD mean | KLD p99 | × rounding | top-1 | steps per block (pack / bf16) | step cost [95 % CI] | settled at step (pack / bf16) | generated tokens equal |\n")
+		md.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range cpRows {
+			fmt.Fprintf(&md, "| %s | %s | %.2f | %.2f | %.3g | %.3g | %s | %.4f | %.1f / %.1f | %.3f [%.3f, %.3f] | %.1f / %.1f | %.3f |\n",
+				r.Profile, r.Encoder, float64(r.BlobBytes)/1e6, r.BitsPerWeight, r.KLDMean, r.KLDP99,
+				fmtOptional(r.KLDVsRounding, "%.3g", "-"), r.Top1, r.StepsPack, r.StepsSrc, r.StepCost, r.StepCostCI95[0],
+				r.StepCostCI95[1], r.SettlePack, r.SettleSrc, r.TokAgree)
+		}
+		md.WriteString("\n")
+		name := "quality.png"
+		if cp.name != "trained" {
+			name = "quality-" + cp.name + ".png"
+		}
+		writeChart(t, filepath.Join(out, name), qualityChart(cpRows))
 	}
 	js, err := json.MarshalIndent(rows, "", "  ")
 	if err != nil {
@@ -106,39 +113,138 @@ func TestQualityTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f, err := os.Create(filepath.Join(out, "quality.png"))
+	t.Log("\n" + md.String())
+}
+
+// qualityRows measures one checkpoint: bf16, then every profile with each
+// encoder.
+func qualityRows(t *testing.T, cp *qualityCheckpoint) []qualityRow {
+	src := fixture.SnapshotDir(t, cp.name)
+	dir := filepath.Join("..", "..", "testdata", cp.name)
+	text, imatrix := filepath.Join(dir, "heldout.txt"), filepath.Join(dir, "calib.imatrix.safetensors")
+	tmp := t.TempDir()
+	quantize := func(profile, enc string) string {
+		p := filepath.Join(tmp, profile+"-"+enc)
+		o := dgq.QuantizeOptions{Source: src, Out: p, Profile: profile, Encoder: codecs.Search}
+		switch enc {
+		case "minmax":
+			o.Encoder = codecs.MinMax
+		case "search+imatrix":
+			o.Imatrix = imatrix
+		}
+		if _, err := dgq.Quantize(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	source := quantize("bf16", "search")
+	opts := VerifyOptions{Source: source, Text: text, Windows: cp.windows, Generations: cp.generations, GenTokens: cp.genTokens}
+	ro := opts
+	ro.Rounding, ro.Generations = true, -1
+	ro.Load.Backend = "cuda"
+	if r, err := Verify(context.Background(), source, ro); err == nil && r.RoundingKLDMean != nil {
+		cp.rounding = r.RoundingKLDMean
+	} else {
+		t.Logf("%s: rounding KLD not measured: %v", cp.name, err)
+	}
+	var rows []qualityRow
+	for _, profile := range []string{"bf16", "q6", "q5", "q4", "nvfp4x", "nvfp4"} {
+		for _, enc := range []string{"minmax", "search", "search+imatrix"} {
+			if profile == "bf16" && enc != "search" {
+				continue // nothing is encoded
+			}
+			pack := source // the bf16 row: the source against itself
+			if profile != "bf16" {
+				pack = quantize(profile, enc)
+			}
+			st, err := os.Stat(filepath.Join(pack, dgq.BlobName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := dgq.Open(pack)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var params int64
+			for _, tn := range p.Manifest.Tensors {
+				m, _ := codecs.FlattenShape(tn.Shape)
+				params += m.Elements()
+			}
+			p.Close()
+			r, err := Verify(context.Background(), pack, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := qualityRow{Checkpoint: cp.name, Profile: profile, Encoder: enc, BlobBytes: st.Size(),
+				BitsPerWeight: 8 * float64(st.Size()) / float64(params), KLDMean: r.KLD.Mean, KLDP99: r.KLD.P99,
+				KLDMax: r.KLD.Max, Top1: r.Top1, AccPack: r.Accuracy.Pack, AccSource: r.Accuracy.Source}
+			if cp.rounding != nil && *cp.rounding > 0 {
+				v := r.KLD.Mean / *cp.rounding
+				row.KLDVsRounding = &v
+			}
+			if g := r.Generation; g != nil {
+				row.StepsPack, row.StepsSrc, row.TokAgree = g.StepsPerBlock.Pack, g.StepsPerBlock.Source, g.TokenAgreement
+				row.SettlePack, row.SettleSrc = g.SettleSteps.Pack, g.SettleSteps.Source
+			}
+			if c := r.Convergence; c != nil {
+				row.StepCost, row.StepCostCI95, row.Blocks = c.StepCost, c.StepCostCI95, c.Blocks
+			}
+			t.Logf("%+v", row)
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+func fmtOptional(v *float64, format, none string) string {
+	if v == nil {
+		return none
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func writeChart(t *testing.T, path string, img *image.RGBA) {
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := png.Encode(f, qualityChart(rows)); err != nil {
+	if err := png.Encode(f, img); err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + md.String())
 }
 
-// qualityChart draws the KLD mean of every quantized pack against its
-// blob size (top: a scatter, KLD on a log axis, search and minmax in their
-// colours, each point labeled with its profile) and the top-1
-// disagreement per profile, search and minmax side by side (bottom).
+// qualityEncoders are the chart's series, in order.
+var qualityEncoders = []string{"search", "minmax", "search+imatrix"}
+
+// qualityChart draws the KLD mean of every quantized pack of one checkpoint
+// against its blob size (top: a scatter, KLD on a log axis, one colour per
+// encoder, each search point labeled with its profile) and the top-1
+// disagreement per profile, the encoders side by side (bottom).
 func qualityChart(rows []qualityRow) *image.RGBA {
 	img := image.NewRGBA(image.Rect(0, 0, PlotWidth, PlotHeight))
 	draw.Draw(img, img.Bounds(), image.NewUniform(plotBG), image.Point{}, draw.Src)
 	var dis [][]float64
 	var labels []string
 	var pts []scatterPoint
-	for i, r := range rows {
+	byProfile := map[string][]float64{}
+	for _, r := range rows {
 		if r.Profile == "bf16" {
 			continue
 		}
-		pts = append(pts, scatterPoint{X: float64(r.BlobBytes) / 1e6, Y: r.KLDMean, Series: boolIndex(r.Encoder != "search"),
-			Label: strings.ToUpper(r.Profile)})
-		if i+1 < len(rows) && rows[i+1].Profile == r.Profile {
-			dis = append(dis, []float64{1 - r.Top1, 1 - rows[i+1].Top1})
-			labels = append(labels, strings.ToUpper(r.Profile))
+		series := slices.Index(qualityEncoders, r.Encoder)
+		pts = append(pts, scatterPoint{X: float64(r.BlobBytes) / 1e6, Y: r.KLDMean, Series: series, Label: strings.ToUpper(r.Profile)})
+		if _, ok := byProfile[r.Profile]; !ok {
+			labels = append(labels, r.Profile)
+			byProfile[r.Profile] = make([]float64, len(qualityEncoders))
 		}
+		byProfile[r.Profile][series] = 1 - r.Top1
 	}
-	legend := []string{"SEARCH", "MINMAX"}
+	for i, p := range labels {
+		dis = append(dis, byProfile[p])
+		labels[i] = strings.ToUpper(p)
+	}
+	legend := []string{"SEARCH", "MINMAX", "IMATRIX"}
 	scatterPanel(img, image.Rect(0, 0, PlotWidth, PlotHeight/2), "KLD MEAN VS BF16 IN NATS (LOG) AGAINST PACK MB", pts, legend)
 	plotPanel(img, image.Rect(0, PlotHeight/2, PlotWidth, PlotHeight), "TOP-1 DISAGREEMENT VS BF16", dis, labels, legend)
 	return img

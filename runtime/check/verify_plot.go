@@ -31,6 +31,7 @@ var (
 	plotGrid   = color.RGBA{222, 222, 222, 255}
 	plotBlue   = color.RGBA{52, 112, 176, 255}
 	plotOrange = color.RGBA{224, 123, 40, 255}
+	plotGreen  = color.RGBA{62, 150, 81, 255}
 )
 
 // plotPathError is a --report path check's error about --plot.
@@ -150,14 +151,14 @@ func plotPanel(img *image.RGBA, area image.Rectangle, title string, groups [][]f
 // plotScale is the text scale of the panels; plotSeries the series colours.
 const plotScale = 2
 
-var plotSeries = []color.RGBA{plotBlue, plotOrange}
+var plotSeries = []color.RGBA{plotBlue, plotOrange, plotGreen}
 
 // panelHeader draws a panel's title (top left) and the legend of its
 // series (top right; nil: none).
 func panelHeader(img *image.RGBA, area image.Rectangle, title string, legend []string) {
 	drawText(img, area.Min.X+12, area.Min.Y+12, title, plotScale, plotInk)
 	for i, name := range legend {
-		x := area.Max.X - 200 + i*100
+		x := area.Max.X - 100*len(legend) + i*100
 		fill(img, image.Rect(x, area.Min.Y+12, x+10, area.Min.Y+22), plotSeries[i%len(plotSeries)])
 		drawText(img, x+16, area.Min.Y+12, name, plotScale, plotInk)
 	}

@@ -43,15 +43,23 @@ func resolveVerifySource(m *dgq.Manifest, source string) (verifySource, error) {
 		return verifySource{dir: res.Dir, kind: "pack"}, nil // a bf16 pack repository in the hub cache
 	}
 	kind := "snapshot_copy"
-	if res.Repo != "" {
-		// A layered pack resolves its pins in the configured cache: only a
-		// snapshot found there can be overlaid.
-		root, _ := hfcache.CacheRoot()
-		if c, err := hfcache.Resolve(root, hfcache.RepoRef{Repo: res.Repo, Revision: res.Revision}); err == nil && sameDir(c.Dir, res.Dir) {
-			kind = "snapshot"
-		}
+	if Overlayable(res) {
+		kind = "snapshot"
 	}
 	return verifySource{dir: res.Dir, kind: kind}, nil
+}
+
+// Overlayable reports whether a resolved snapshot can be the base of a
+// layered pack: a layered pack resolves its pins in the configured hub
+// cache, so only a snapshot found there qualifies (a folder laid out like a
+// cache entry elsewhere must be copied).
+func Overlayable(res *hfcache.Resolved) bool {
+	if res.Repo == "" {
+		return false
+	}
+	root, _ := hfcache.CacheRoot()
+	c, err := hfcache.Resolve(root, hfcache.RepoRef{Repo: res.Repo, Revision: res.Revision})
+	return err == nil && sameDir(c.Dir, res.Dir)
 }
 
 // recordedSource is the source a manifest records: a layered pack's
