@@ -73,15 +73,28 @@ type qualityCheckpoint struct {
 // quality.json, quality-table.md (one table per checkpoint), quality.png
 // (testdata/trained) and quality-converging.png into $DGQ_QUALITY_OUT:
 //
-//	DGQ_QUALITY_OUT=$PWD/docs go test ./runtime/check -run TestQualityTable -v -timeout 60m
+//	DGQ_QUALITY_OUT=$PWD/docs go test ./runtime/check -run TestQualityTable -v -timeout 90m
+//
+// (with quality-rounding.json from TestQualityRounding in that folder, or
+// on a machine where cuda runs).
 func TestQualityTable(t *testing.T) {
 	out := os.Getenv("DGQ_QUALITY_OUT")
 	if out == "" {
 		t.Skip("set DGQ_QUALITY_OUT=DIR to measure the quality table")
 	}
-	checkpoints := []*qualityCheckpoint{
-		{name: "trained", windows: 16, generations: 4, genTokens: 32},
-		{name: "converging", windows: 16, generations: 16, genTokens: 64},
+	checkpoints := qualityCheckpoints()
+	// the rounding KLDs TestQualityRounding measured (on a machine with
+	// cuda), when this run has none
+	if b, err := os.ReadFile(filepath.Join(out, "quality-rounding.json")); err == nil {
+		var rk map[string]float64
+		if err := json.Unmarshal(b, &rk); err != nil {
+			t.Fatal(err)
+		}
+		for _, cp := range checkpoints {
+			if v, ok := rk[cp.name]; ok {
+				cp.rounding = &v
+			}
+		}
 	}
 	var rows []qualityRow
 	var md strings.Builder
@@ -116,12 +129,71 @@ func TestQualityTable(t *testing.T) {
 	t.Log("\n" + md.String())
 }
 
+// qualityCheckpoints are the table's checkpoints and their measurements.
+func qualityCheckpoints() []*qualityCheckpoint {
+	return []*qualityCheckpoint{
+		{name: "trained", windows: 16, generations: 4, genTokens: 32},
+		{name: "converging", windows: 16, generations: 16, genTokens: 64},
+	}
+}
+
+// qualityVerifyOptions are the table's verify options for a checkpoint.
+func qualityVerifyOptions(cp *qualityCheckpoint, source string) VerifyOptions {
+	text := filepath.Join("..", "..", "testdata", cp.name, "heldout.txt")
+	return VerifyOptions{Source: source, Text: text, Windows: cp.windows, Prefix: VerifyPrefix, Generations: cp.generations, GenTokens: cp.genTokens}
+}
+
+// roundingKLD measures a bf16 pack's rounding KLD on cuda with the table's
+// windows (nil where cuda cannot run).
+func roundingKLD(t *testing.T, source string, opts VerifyOptions) *float64 {
+	ro := opts
+	ro.Rounding, ro.Generations = true, -1
+	ro.Load.Backend = "cuda"
+	r, err := Verify(context.Background(), source, ro)
+	if err != nil || r.RoundingKLDMean == nil {
+		t.Logf("rounding KLD not measured: %v", err)
+		return nil
+	}
+	return r.RoundingKLDMean
+}
+
+// TestQualityRounding measures only the rounding KLD of each checkpoint of
+// the quality table (its bf16 pack in bf16 arithmetic against itself in f32,
+// on cuda, the table's windows) and writes quality-rounding.json into
+// $DGQ_QUALITY_OUT, which TestQualityTable then reads: run it where cuda
+// runs, the table anywhere.
+func TestQualityRounding(t *testing.T) {
+	out := os.Getenv("DGQ_QUALITY_OUT")
+	if out == "" {
+		t.Skip("set DGQ_QUALITY_OUT=DIR to measure the quality table's rounding KLDs")
+	}
+	res := map[string]float64{}
+	for _, cp := range qualityCheckpoints() {
+		source := filepath.Join(t.TempDir(), "bf16")
+		if _, err := dgq.Quantize(context.Background(), dgq.QuantizeOptions{Source: fixture.SnapshotDir(t, cp.name), Out: source, Profile: "bf16"}); err != nil {
+			t.Fatal(err)
+		}
+		rk := roundingKLD(t, source, qualityVerifyOptions(cp, source))
+		if rk == nil {
+			t.Skip("no cuda backend here")
+		}
+		res[cp.name] = *rk
+		t.Logf("%s: rounding KLD %.4g", cp.name, *rk)
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "quality-rounding.json"), js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // qualityRows measures one checkpoint: bf16, then every profile with each
 // encoder.
 func qualityRows(t *testing.T, cp *qualityCheckpoint) []qualityRow {
 	src := fixture.SnapshotDir(t, cp.name)
-	dir := filepath.Join("..", "..", "testdata", cp.name)
-	text, imatrix := filepath.Join(dir, "heldout.txt"), filepath.Join(dir, "calib.imatrix.safetensors")
+	imatrix := filepath.Join("..", "..", "testdata", cp.name, "calib.imatrix.safetensors")
 	tmp := t.TempDir()
 	quantize := func(profile, enc string) string {
 		p := filepath.Join(tmp, profile+"-"+enc)
@@ -138,14 +210,9 @@ func qualityRows(t *testing.T, cp *qualityCheckpoint) []qualityRow {
 		return p
 	}
 	source := quantize("bf16", "search")
-	opts := VerifyOptions{Source: source, Text: text, Windows: cp.windows, Generations: cp.generations, GenTokens: cp.genTokens}
-	ro := opts
-	ro.Rounding, ro.Generations = true, -1
-	ro.Load.Backend = "cuda"
-	if r, err := Verify(context.Background(), source, ro); err == nil && r.RoundingKLDMean != nil {
-		cp.rounding = r.RoundingKLDMean
-	} else {
-		t.Logf("%s: rounding KLD not measured: %v", cp.name, err)
+	opts := qualityVerifyOptions(cp, source)
+	if cp.rounding == nil {
+		cp.rounding = roundingKLD(t, source, opts)
 	}
 	var rows []qualityRow
 	for _, profile := range []string{"bf16", "q6", "q5", "q4", "nvfp4x", "nvfp4"} {
