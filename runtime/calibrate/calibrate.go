@@ -89,7 +89,7 @@ type Options struct {
 type Result struct {
 	Path       string     `json:"path"`
 	Source     string     `json:"source"`
-	SourceKind string     `json:"source_kind"` // "pack" or "snapshot"
+	SourceKind string     `json:"source_kind"` // "pack", "snapshot" (layered over the cache) or "snapshot_copy"
 	Backend    string     `json:"backend"`
 	Tensors    int        `json:"tensors"`
 	Windows    int        `json:"windows"`
@@ -178,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Path: o.Out, Source: src.dir, SourceKind: src.kind, Backend: s.Engine.Backend().Name(),
+	res := &Result{Path: o.Out, Source: src.origin, SourceKind: src.kind, Backend: s.Engine.Backend().Name(),
 		Windows: len(wins), PromptLen: P, Canvas: C, NoiseRates: NoiseRates, Seed: o.Seed,
 		TextSHA256: hex.EncodeToString(sum[:]), Unreached: []string{}, Warnings: []string{}, Coverage: []Coverage{}}
 	T := generate.Temperature(s.GenConfig, s.GenConfig.MaxDenoisingSteps)

@@ -244,7 +244,7 @@ func TestCalibrateSnapshotSource(t *testing.T) {
 	run(t, o)
 	o.Source, o.Out = fixture.SnapshotDir(t, "tiny"), b
 	r := run(t, o)
-	if r.SourceKind != "snapshot" {
+	if r.SourceKind != "snapshot_copy" {
 		t.Errorf("source kind %s", r.SourceKind)
 	}
 	x, _ := os.ReadFile(a)

@@ -79,7 +79,7 @@ func TestCalibrateCUDASnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.SourceKind != "snapshot" {
+	if r.SourceKind != "snapshot_copy" {
 		t.Errorf("source kind %s", r.SourceKind)
 	}
 	_, _, c := readST(t, filepath.Join(dir, "calib.imatrix.safetensors"))

@@ -28,7 +28,7 @@ func TestFixtureImatrices(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "x.imatrix.safetensors")
 			r := run(t, Options{Source: fixture.SnapshotDir(t, c), Text: filepath.Join(dir, "calib.txt"), Out: out,
 				Windows: DefaultWindows, PromptLen: DefaultPromptLen})
-			if r.SourceKind != "snapshot" {
+			if r.SourceKind != "snapshot_copy" {
 				t.Errorf("source kind %s", r.SourceKind)
 			}
 			wm, _, want := readST(t, filepath.Join(dir, "calib.imatrix.safetensors"))

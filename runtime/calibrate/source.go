@@ -13,8 +13,9 @@ import (
 
 // source is the bf16 pack calibrated.
 type source struct {
-	dir            string
-	kind           string // "pack" or "snapshot" (a temporary bf16 pack made from it)
+	dir            string // the bf16 pack run
+	origin         string // the folder the source resolved to (the pack, or the snapshot)
+	kind           string // "pack", "snapshot" (a temporary pack layered over it) or "snapshot_copy" (copied)
 	repo, revision string // the snapshot's, when known
 }
 
@@ -33,21 +34,26 @@ func resolveSource(ctx context.Context, o Options) (_ source, cleanup func(), er
 		return source{}, nop, fmt.Errorf("%w: no source given", ErrOptions)
 	}
 	if isPack(o.Source) {
-		return source{dir: o.Source, kind: "pack"}, nop, nil
+		return source{dir: o.Source, origin: o.Source, kind: "pack"}, nop, nil
 	}
 	res, err := hfcache.ResolveSource(o.Source)
 	if err != nil {
 		return source{}, nop, err
 	}
 	if isPack(res.Dir) {
-		return source{dir: res.Dir, kind: "pack", repo: res.Repo, revision: res.Revision}, nop, nil
+		return source{dir: res.Dir, origin: res.Dir, kind: "pack", repo: res.Repo, revision: res.Revision}, nop, nil
 	}
-	dir, remove, err := check.SnapshotPack(ctx, res.Dir, check.SnapshotPackOptions{Copy: !check.Overlayable(res),
+	overlay := check.Overlayable(res)
+	dir, remove, err := check.SnapshotPack(ctx, res.Dir, check.SnapshotPackOptions{Copy: !overlay,
 		Tmp: o.Tmp, Prefix: tempPrefix, Workers: o.Load.Workers, Progress: o.Progress, Notify: o.Notify})
 	if err != nil {
 		return source{}, nop, fmt.Errorf("calibrate: %w", err)
 	}
-	return source{dir: dir, kind: "snapshot", repo: res.Repo, revision: res.Revision}, remove, nil
+	kind := "snapshot"
+	if !overlay {
+		kind = "snapshot_copy"
+	}
+	return source{dir: dir, origin: res.Dir, kind: kind, repo: res.Repo, revision: res.Revision}, remove, nil
 }
 
 func isPack(dir string) bool {
