@@ -3,7 +3,7 @@ package codecs
 import (
 	"errors"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // Sentinel errors. Callers test them with errors.Is.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // Importance-weighted search. An importance vector gives every input column

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // CardName is the file Card writes into the pack: the Hugging Face Hub's

@@ -1,6 +1,6 @@
 package dgq
 
-import "github.com/dgq-dev/dgq/dgq/errclass"
+import "github.com/dgq-dev/dgq/internal/errclass"
 
 // Sentinel errors; test with errors.Is.
 var (

@@ -13,8 +13,8 @@ import (
 	"strings"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/layout"
 )
 

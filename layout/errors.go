@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // Sentinel errors. Callers test them with errors.Is.

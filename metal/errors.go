@@ -3,7 +3,7 @@ package metal
 import (
 	"fmt"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // Errors of the package: of both engines (the device engine on darwin and

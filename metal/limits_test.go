@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 func TestWrapLength(t *testing.T) {

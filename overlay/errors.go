@@ -3,7 +3,7 @@ package overlay
 import (
 	"errors"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // ErrRepack: a repack cannot be done as asked (wrong kind of input pack).

@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // Exit codes (documented in docs/cli.md).

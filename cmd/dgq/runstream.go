@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/generate"
 	"github.com/dgq-dev/dgq/runtime/session"

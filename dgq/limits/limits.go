@@ -6,7 +6,7 @@
 // that follow from a model (positions, canvas, vocabulary) are checked by
 // the packages that read the model's config, with these errors.
 //
-// It imports nothing of this module but dgq/errclass, so every package
+// It imports nothing of this module but internal/errclass, so every package
 // with options can use it.
 package limits
 
@@ -18,7 +18,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // ErrRange: a number given to an option is out of its range. Every

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // TestChecks: each check refuses what it should with one line naming the

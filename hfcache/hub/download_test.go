@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/hfcache"
 	"github.com/dgq-dev/dgq/hfcache/hub/hubtest"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 const testRepo = "dgq-test/fake-model"

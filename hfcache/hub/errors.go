@@ -7,8 +7,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // Sentinel errors. Every error Download returns wraps one of them (or

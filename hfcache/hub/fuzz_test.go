@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // oneLineErr fails the test unless err is one line wrapping kind.

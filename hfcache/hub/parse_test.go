@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 func TestParseNextLink(t *testing.T) {

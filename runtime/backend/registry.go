@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 // Errors of Open.

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/dgq-dev/dgq/dgq"
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/runtime/internal/fixture"
 )

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/dgq/limits"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/runtime/internal/fixture"
 	"github.com/dgq-dev/dgq/runtime/session"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/nlpodyssey/safetensors"
 
 	"github.com/dgq-dev/dgq/codecs"
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/cpu"
 	"github.com/dgq-dev/dgq/runtime/generate"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/runtime/internal/fixture"
 )
 

@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	"github.com/dgq-dev/dgq/dgq"
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/dgq/testmodel"
 	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/runtime/internal/fixture"
 )
 

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/dgq-dev/dgq/dgq"
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/dgq/limits"
 	"github.com/dgq-dev/dgq/dgq/testmodel"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/runtime/backend"
 	"github.com/dgq-dev/dgq/runtime/model"
 )

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/dgq-dev/dgq/dgq"
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/dgq/limits"
 	"github.com/dgq-dev/dgq/dgq/testmodel"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/runtime/generate"
 )

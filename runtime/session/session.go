@@ -11,9 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/dgq-dev/dgq/dgq"
-	"github.com/dgq-dev/dgq/dgq/errclass"
 	"github.com/dgq-dev/dgq/dgq/limits"
 	"github.com/dgq-dev/dgq/hfcache"
+	"github.com/dgq-dev/dgq/internal/errclass"
 	"github.com/dgq-dev/dgq/layout"
 	"github.com/dgq-dev/dgq/overlay"
 	"github.com/dgq-dev/dgq/runtime/backend"

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/dgq-dev/dgq/dgq/errclass"
+	"github.com/dgq-dev/dgq/internal/errclass"
 )
 
 var (
