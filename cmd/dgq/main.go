@@ -1,5 +1,11 @@
-// Command dgq quantizes DiffusionGemma Hugging Face checkpoints into .dgq
-// packs, inspects and audits packs. Run `dgq --help` for the commands.
+// Command dgq is the DiffusionGemma pack toolchain: it fetches checkpoints
+// and packs (download), turns a Hugging Face checkpoint into a .dgq pack
+// (quantize, with an importance matrix from calibrate), reads, checks and
+// re-lays packs (inspect, audit, repack, card), runs them (run, tokenize,
+// bench, smoke) and proves them (parity against transformers, verify against
+// the bf16 source, selftest of a backend, doctor of the machine); demo, synth
+// and version round it off. Every command calls one library function; `dgq
+// --help` maps them by task.
 package main
 
 import (

@@ -8,7 +8,7 @@ import (
 )
 
 // Backend is where the runtime's arithmetic runs: the CPU reference
-// (CPUBackend) or an accelerator (package cuda). It owns device buffers of
+// (package runtime/cpu) or an accelerator (packages cuda and metal). It owns device buffers of
 // float32 values, uploads of stored tensors from the mapped pack, a kernel
 // set, and synchronization.
 //

@@ -45,7 +45,7 @@ var (
 )
 
 // Register makes a backend available to Open under name. Backends register
-// in their package's init: package cpu registers "cpu", package cuda "cuda".
+// in their package's init: package cpu registers "cpu", package cuda "cuda", package metal "metal".
 func Register(name string, open Opener) {
 	registryMu.Lock()
 	defer registryMu.Unlock()

@@ -47,7 +47,7 @@ func SameExperts(a, b []int) bool {
 }
 
 // RouteRecorder is implemented by backends that can report their routing
-// (the CPU and CUDA backends): RecordRoutes makes every later MoE call
+// (the cpu, cuda and metal backends): RecordRoutes makes every later MoE call
 // append its top-k selection to r; nil stops recording. It is an optional
 // output for diagnostics (dgq verify compares two packs' routing layer by
 // layer; the lockstep finds the tokens two backends routed differently)
