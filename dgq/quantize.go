@@ -317,9 +317,15 @@ func (m *Manifest) SetVersion() {
 // pack), inside a Hugging Face cache (it could replace a snapshot link or
 // blob), an existing directory, or a directory dgq cannot create a file in.
 func CheckReportPath(report, source, out string) error {
+	return CheckOutputFile("--report", report, source, out)
+}
+
+// CheckOutputFile is CheckReportPath's rules for the file a flag names
+// (--report, --plot): the errors name that flag.
+func CheckOutputFile(flag, report, source, out string) error {
 	abs, err := filepath.Abs(report)
 	if err != nil {
-		return fmt.Errorf("dgq: --report %s: %w", report, err)
+		return fmt.Errorf("dgq: %s %s: %w", flag, report, err)
 	}
 	real := abs
 	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
@@ -331,18 +337,18 @@ func CheckReportPath(report, source, out string) error {
 		}
 		d, _ := filepath.Abs(dir)
 		if r, err := filepath.EvalSymlinks(d); err == nil && (within(real, r) || within(abs, r)) || within(abs, d) {
-			return fmt.Errorf("%w: --report %s lies inside %s, whose files it could replace; write the report elsewhere", ErrUsage, report, dir)
+			return fmt.Errorf("%w: %s %s lies inside %s, whose files it could replace; write it elsewhere", ErrUsage, flag, report, dir)
 		}
 	}
 	if hfcache.IsInCache(abs) || hfcache.IsInCache(real) {
-		return fmt.Errorf("%w: --report %s lies inside the Hugging Face cache; dgq never writes there, write the report elsewhere", ErrUsage, report)
+		return fmt.Errorf("%w: %s %s lies inside the Hugging Face cache; dgq never writes there, write it elsewhere", ErrUsage, flag, report)
 	}
 	if st, err := os.Stat(abs); err == nil && st.IsDir() {
-		return fmt.Errorf("%w: --report %s is a directory; give a file path", ErrUsage, report)
+		return fmt.Errorf("%w: %s %s is a directory; give a file path", ErrUsage, flag, report)
 	}
 	f, err := os.CreateTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".probe-")
 	if err != nil {
-		return fmt.Errorf("%w: --report %s cannot be written: %v", ErrUsage, report, err)
+		return fmt.Errorf("%w: %s %s cannot be written: %v", ErrUsage, flag, report, err)
 	}
 	f.Close()
 	os.Remove(f.Name())

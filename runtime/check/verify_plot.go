@@ -34,14 +34,6 @@ var (
 	plotGreen  = color.RGBA{62, 150, 81, 255}
 )
 
-// plotPathError is a --report path check's error about --plot.
-type plotPathError struct{ err error }
-
-func (e *plotPathError) Error() string {
-	return strings.Replace(e.err.Error(), "--report", "--plot", 1)
-}
-func (e *plotPathError) Unwrap() error { return e.err }
-
 // checkPlotPath refuses, before any work, a plot path that is not a .png,
 // is a directory, lies inside the pack, the source or a Hugging Face cache,
 // or cannot be created (dgq.CheckReportPath's rules).
@@ -49,10 +41,7 @@ func checkPlotPath(path, pack, source string) error {
 	if strings.ToLower(filepath.Ext(path)) != ".png" {
 		return fmt.Errorf("%w: --plot %s: the chart is a PNG; give a path ending in .png", ErrVerifyOptions, path)
 	}
-	if err := dgq.CheckReportPath(path, source, pack); err != nil {
-		return &plotPathError{err}
-	}
-	return nil
+	return dgq.CheckOutputFile("--plot", path, source, pack)
 }
 
 // writePlot draws rep's chart and writes it to path atomically (a
