@@ -18,14 +18,16 @@ var cudaUnitDigests = []struct{ file, sha256 string }{
 	{"attention.kern", "27c95a1e8d532d809396bc7448a68cb26804d120dcce0af9d2ed20cbf7860db5"},
 	{"attn_softmax.kern", "f8b81a4d2116135499c705a88e55010c95c90e0d192c1296fe79939546432e42"},
 	{"dequant.kern", "f14c7f774a80cdeea40ee095a8ab55a72e2010cca4277aa6e78e8ef579fbab6f"},
-	{"elementwise.kern", "46d1fcd707e50c8c3697059af7ea19f392939a1e44571ff69ae66057e45e7f21"},
+	// elementwise.kern: its comment cites runtime/backend (was runtime.Backend); same code.
+	{"elementwise.kern", "e79f864471927cc79bbe9d1b0c96142e3ed7a904321db1b93343f9cf17b4cc94"},
 	{"moe_mma.cu", "2466aa00bf4323c191d9598e08ed4320a14c8efe6e77e1fba062e35474c5f1a5"},
 	// probe.kern: the arithmetic probe (new).
 	{"probe.kern", "f9f015ae1c24112d516f40dfb099ff2f40364bdaf1dcaf6242bd7bc8ab20e95e"},
 	{"relayout.kern", "57f6781fbba2d92a18770995e874a42b18677c15e3c2acd5f051d1602493b7f3"},
 	{"rmsnorm.kern", "9f56748dea977784a10f7c23523260d5b86caf21852c60dec47a4321cf083199"},
-	// rope.kern: a local renamed from half (a type keyword in Metal) to h2; same code.
-	{"rope.kern", "f39280bb743ff8ff81eff6f0c2795d984653e5bd4764eb88af153f5a5510ac3e"},
+	// rope.kern: a local renamed from half (a type keyword in Metal) to h2, its
+	// comment cites runtime/backend (was runtime.Backend); same code.
+	{"rope.kern", "58dacadb881d1027c6225db7a2f6d29c9859f245e51a21ba67f5b3dde7729905"},
 	{"router.kern", "e2c9d0628bff2066730bd99fc08e23d9484abbafcc67aa2ecbdc7d10e42a9eb3"},
 	{"sampler.kern", "c47be727a2efa8458e6c1a2a5cd557b1ecdc36bb203c3f956f8c5070fbbbbb30"},
 }
